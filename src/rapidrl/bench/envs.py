@@ -1,0 +1,414 @@
+"""``rapidrl bench envs``: agent steps/s of every vector backend and layout, and the autotuner.
+
+Each measurement builds the vector env, resets it, warms up, then steps it with random actions
+for ``seconds`` and counts the agent steps that came back. Repeats are interleaved (round robin
+over all layouts) so slow drift of a shared machine hits every layout alike; the table reports
+the median and the spread. Baselines measured in the same run: gymnasium's ``SyncVectorEnv`` and
+``AsyncVectorEnv`` (shared memory) over gymnasium's own Atari preprocessing
+(``AtariPreprocessing`` + ``FrameStackObservation``, the same DQN protocol), which is what a user
+would write without rapidrl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way to run ``num_envs`` envs."""
+
+    backend: str
+    """rapidrl backend name, or ``gym-sync`` / ``gym-async`` for the gymnasium baselines."""
+    num_envs: int
+    num_workers: int = 1
+    """Worker processes (1 for in-process backends; threads for the native vectorizers)."""
+    batch_size: int | None = None
+    """Envs returned per ``recv`` (``None``: all of them, synchronous)."""
+
+    @property
+    def name(self) -> str:
+        if self.backend in ("serial", "gym-sync"):
+            return self.backend
+        s = f"{self.backend}[{self.num_workers}x{self.num_envs // max(self.num_workers, 1)}]"
+        if self.backend in ("ale", "envpool"):
+            s = self.backend
+        if self.batch_size is not None and self.batch_size < self.num_envs:
+            s += f" b={self.batch_size}"
+        return s
+
+
+def _envpool_available() -> bool:
+    try:
+        import envpool  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def candidate_layouts(
+    env_id: str, num_envs: int, backends: tuple[str, ...] | None = None, cpus: int | None = None
+) -> list[Layout]:
+    """Every layout worth measuring for ``num_envs`` on a machine with ``cpus`` cores."""
+    from rapidrl.envs import resolve_env
+
+    cpus = cpus or os.cpu_count() or 1
+    is_atari = resolve_env(env_id).is_atari
+    out: list[Layout] = [Layout("serial", num_envs)]
+    # Process layouts: P workers x M envs, for each divisor P of N up to 2x the cores (more
+    # processes than that only add context switches on a small machine).
+    divisors = [p for p in range(1, num_envs + 1) if num_envs % p == 0 and p <= max(2 * cpus, 1)]
+    for p in divisors:
+        if p == num_envs:
+            out.append(Layout("subprocess", num_envs, p))
+        elif p > 1 or cpus == 1:
+            out.append(Layout("hybrid", num_envs, p))
+    # First-ready batches: half the envs per recv, whole worker groups.
+    for p in divisors:
+        m = num_envs // p
+        half = num_envs // 2
+        if p >= 2 and half % m == 0 and half >= m:
+            out.append(Layout("async", num_envs, p, half))
+    if is_atari:
+        out.append(Layout("ale", num_envs, 0))
+        if num_envs >= 2:
+            out.append(Layout("ale", num_envs, 0, num_envs // 2))
+        if _envpool_available():
+            out.append(Layout("envpool", num_envs, 0))
+            if num_envs >= 2:
+                out.append(Layout("envpool", num_envs, 0, num_envs // 2))
+    out.append(Layout("gym-sync", num_envs))
+    if num_envs >= 2:
+        out.append(Layout("gym-async", num_envs, num_envs))
+    if backends:
+        out = [lay for lay in out if lay.backend in backends]
+    return out
+
+
+def _gym_baseline(env_id: str, num_envs: int, asynchronous: bool):
+    """gymnasium's own vectorizer and preprocessing: the baseline a user would write."""
+    import gymnasium as gym
+
+    from rapidrl.envs import resolve_env
+
+    info = resolve_env(env_id)
+
+    def make():
+        if info.is_atari:
+            import ale_py
+
+            gym.register_envs(ale_py)
+            env = gym.make(
+                info.gym_id, frameskip=1, repeat_action_probability=0.0, full_action_space=False
+            )
+            env = gym.wrappers.AtariPreprocessing(
+                env,
+                noop_max=30,
+                frame_skip=4,
+                screen_size=84,
+                terminal_on_life_loss=True,
+                grayscale_obs=True,
+                scale_obs=False,
+            )
+            env = gym.wrappers.FrameStackObservation(env, 4)
+            return env
+        return gym.make(info.gym_id)
+
+    fns = [make for _ in range(num_envs)]
+    if asynchronous:
+        return gym.vector.AsyncVectorEnv(fns, shared_memory=True)
+    return gym.vector.SyncVectorEnv(fns)
+
+
+def measure(
+    env_id: str, layout: Layout, seconds: float, warmup: float = 1.0, seed: int = 0
+) -> dict[str, Any]:
+    """Steps/s of one layout: random actions, ``seconds`` of stepping after ``warmup``."""
+    from rapidrl.envs import resolve_env
+
+    frameskip = 4 if resolve_env(env_id).is_atari else 1
+    rng = np.random.default_rng(seed)
+    t_build = time.perf_counter()
+    if layout.backend.startswith("gym-"):
+        venv = _gym_baseline(env_id, layout.num_envs, layout.backend == "gym-async")
+        n_actions = venv.single_action_space.n
+        venv.reset(seed=seed)
+        build_s = time.perf_counter() - t_build
+
+        def run(deadline: float) -> int:
+            steps = 0
+            while time.perf_counter() < deadline:
+                venv.step(rng.integers(0, n_actions, size=layout.num_envs))
+                steps += layout.num_envs
+            return steps
+    else:
+        from rapidrl.vector import make_vec
+
+        kwargs: dict[str, Any] = {}
+        if layout.backend in ("subprocess", "hybrid", "async"):
+            kwargs["num_workers"] = layout.num_workers
+        if layout.batch_size is not None:
+            kwargs["batch_size"] = layout.batch_size
+        venv = make_vec(env_id, layout.num_envs, backend=layout.backend, **kwargs)
+        n_actions = venv.single_action_space.n
+        venv.reset(seed=seed)
+        build_s = time.perf_counter() - t_build
+        ids = np.arange(layout.num_envs)
+
+        def run(deadline: float) -> int:
+            nonlocal ids
+            steps = 0
+            while time.perf_counter() < deadline:
+                venv.send(rng.integers(0, n_actions, size=len(ids)), ids)
+                *_, ids = venv.recv()
+                steps += len(ids)
+            return steps
+
+    try:
+        run(time.perf_counter() + warmup)
+        t0 = time.perf_counter()
+        steps = run(t0 + seconds)
+        elapsed = time.perf_counter() - t0
+    finally:
+        venv.close()
+    sps = steps / elapsed
+    return {
+        "layout": layout.name,
+        **asdict(layout),
+        "steps": steps,
+        "seconds": elapsed,
+        "steps_per_s": sps,
+        "frames_per_s": sps * frameskip,
+        # Wall time of one vector step over all N envs: the classic scaling plot's y axis.
+        "ms_per_vector_step": 1000.0 * layout.num_envs / sps,
+        "build_seconds": build_s,
+    }
+
+
+@dataclass
+class BenchResult:
+    env_id: str
+    machine: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Median and spread per (layout, num_envs), ratios to baselines of the same N."""
+        groups: dict[tuple[str, int], list[dict]] = {}
+        for r in self.records:
+            groups.setdefault((r["layout"], r["num_envs"]), []).append(r)
+        rows = []
+        for (name, n), recs in groups.items():
+            sps = [r["steps_per_s"] for r in recs]
+            rows.append(
+                {
+                    "layout": name,
+                    "backend": recs[0]["backend"],
+                    "num_envs": n,
+                    "num_workers": recs[0]["num_workers"],
+                    "batch_size": recs[0]["batch_size"],
+                    "steps_per_s": statistics.median(sps),
+                    "min": min(sps),
+                    "max": max(sps),
+                    "frames_per_s": statistics.median(r["frames_per_s"] for r in recs),
+                    "ms_per_vector_step": statistics.median(r["ms_per_vector_step"] for r in recs),
+                    "repeats": len(recs),
+                }
+            )
+        by_n: dict[int, dict[str, float]] = {}
+        for row in rows:
+            by_n.setdefault(row["num_envs"], {})[row["layout"]] = row["steps_per_s"]
+        for row in rows:
+            base = by_n[row["num_envs"]]
+            for key in ("gym-async", "ale"):
+                if key in base:
+                    row[f"x_{key}"] = row["steps_per_s"] / base[key]
+        rows.sort(key=lambda r: (r["num_envs"], -r["steps_per_s"]))
+        return rows
+
+
+PYTHON_BACKENDS = ("serial", "subprocess", "hybrid", "async")
+
+
+def best_layout(
+    rows: list[dict[str, Any]],
+    num_envs: int,
+    backends: tuple[str, ...] = PYTHON_BACKENDS + ("ale", "envpool"),
+) -> dict | None:
+    cands = [r for r in rows if r["num_envs"] == num_envs and r["backend"] in backends]
+    return max(cands, key=lambda r: r["steps_per_s"]) if cands else None
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+    }
+
+
+def run_bench(
+    env_id: str,
+    num_envs: list[int],
+    seconds: float,
+    repeats: int,
+    backends: tuple[str, ...] | None = None,
+    log=print,
+) -> BenchResult:
+    result = BenchResult(env_id, machine_info())
+    plan = [lay for n in num_envs for lay in candidate_layouts(env_id, n, backends)]
+    log(
+        f"{len(plan)} layouts x {repeats} repeats x ~{seconds + 1.5:.0f} s "
+        f"≈ {len(plan) * repeats * (seconds + 1.5) / 60:.1f} min"
+    )
+    for rep in range(repeats):
+        for lay in plan:
+            try:
+                rec = measure(env_id, lay, seconds, seed=rep)
+            except Exception as exc:  # a backend that cannot run here is reported, not fatal
+                log(f"  {lay.name:<24} N={lay.num_envs:<3} FAILED: {type(exc).__name__}: {exc}")
+                continue
+            rec["repeat"] = rep
+            result.records.append(rec)
+            log(
+                f"  [{rep + 1}/{repeats}] {lay.name:<24} N={lay.num_envs:<3} "
+                f"{rec['steps_per_s']:8.0f} steps/s {rec['frames_per_s']:8.0f} frames/s"
+            )
+    return result
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    has_async = any("x_gym-async" in r for r in rows)
+    has_ale = any("x_ale" in r for r in rows)
+    head = f"{'N':>3}  {'layout':<24} {'steps/s':>9} {'spread':>15} {'frames/s':>9} {'ms/vstep':>9}"
+    head += "  x gym-async" if has_async else ""
+    head += "   x ale" if has_ale else ""
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        s = (
+            f"{r['num_envs']:>3}  {r['layout']:<24} {r['steps_per_s']:9.0f} "
+            f"{r['min']:7.0f}-{r['max']:<7.0f} {r['frames_per_s']:9.0f} "
+            f"{r['ms_per_vector_step']:9.2f}"
+        )
+        if has_async:
+            s += f"  {r['x_gym-async']:9.2f}x" if "x_gym-async" in r else " " * 12
+        if has_ale:
+            s += f"  {r['x_ale']:5.2f}x" if "x_ale" in r else ""
+        lines.append(s)
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: str, env_id: str) -> None:
+    """Time per vector step against N for each backend, with the ideal linear line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    best_per_backend: dict[str, dict[int, float]] = {}
+    for r in rows:
+        d = best_per_backend.setdefault(r["backend"], {})
+        d[r["num_envs"]] = min(d.get(r["num_envs"], float("inf")), r["ms_per_vector_step"])
+    for backend, d in sorted(best_per_backend.items()):
+        ns = sorted(d)
+        ax.plot(ns, [d[n] for n in ns], marker="o", label=backend)
+    serial = best_per_backend.get("serial", {})
+    if 1 in serial:
+        ns = sorted({r["num_envs"] for r in rows})
+        ax.plot(ns, [serial[1] * n for n in ns], "k--", label="ideal linear (1 env × N)")
+    ax.set_xlabel("number of envs N")
+    ax.set_ylabel("ms per vector step (all N envs)")
+    ax.set_title(f"{env_id}: time per step vs envs (best layout per backend)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def verify_autotune(
+    env_id: str, num_envs: int, best: dict[str, Any], seconds: float, repeats: int, log=print
+) -> float:
+    """Measure ``backend="auto"`` against the best layout, interleaved: ratio of medians."""
+    best_layout_ = Layout(best["backend"], num_envs, best["num_workers"], best["batch_size"])
+    auto_layout = Layout("auto", num_envs)
+    auto, ref = [], []
+    for rep in range(repeats):
+        ref.append(measure(env_id, best_layout_, seconds, seed=rep)["steps_per_s"])
+        auto.append(measure(env_id, auto_layout, seconds, seed=rep)["steps_per_s"])
+    ratio = statistics.median(auto) / statistics.median(ref)
+    log(
+        f"verify N={num_envs}: backend='auto' {statistics.median(auto):.0f} steps/s vs best "
+        f"{best_layout_.name} {statistics.median(ref):.0f} steps/s -> {ratio:.3f}x"
+    )
+    return ratio
+
+
+def main_bench_envs(cfg) -> int:
+    """Entry point for ``rapidrl bench envs`` (``cfg``: :class:`rapidrl.config.BenchEnvsConfig`)."""
+    from rapidrl.envs import resolve_env
+    from rapidrl.vector.autotune_cache import save_autotune
+
+    env_id = resolve_env(cfg.env).canonical_id
+    num_envs = cfg.num_envs_list()
+    backends = tuple(cfg.backends.split(",")) if cfg.backends else None
+    if cfg.autotune:
+        # Only the candidates the trainers can use with backend="auto" (not gymnasium's).
+        allowed = PYTHON_BACKENDS + ("ale", "envpool")
+        backends = tuple(b for b in (backends or allowed) if b in allowed)
+    result = run_bench(env_id, num_envs, cfg.seconds, cfg.repeats, backends)
+    rows = result.summary()
+    print()
+    print(
+        f"{env_id} on {result.machine['cpus']} CPUs, {cfg.repeats} repeats × {cfg.seconds} s "
+        "(median, min-max)"
+    )
+    print(format_table(rows))
+    for n in num_envs:
+        py = best_layout(rows, n, PYTHON_BACKENDS)
+        if py is None:
+            continue
+        line = f"N={n}: best Python backend {py['layout']} {py['steps_per_s']:.0f} steps/s"
+        for key in ("gym-async", "ale"):
+            base = next((r for r in rows if r["num_envs"] == n and r["layout"] == key), None)
+            if base:
+                line += f"; {py['steps_per_s'] / base['steps_per_s']:.2f}x {key}"
+        print(line)
+    if cfg.autotune:
+        for n in num_envs:
+            best = best_layout(rows, n)
+            if best is None:
+                continue
+            choice = {k: best[k] for k in ("backend", "num_workers", "batch_size")}
+            path = save_autotune(env_id, n, choice, steps_per_s=best["steps_per_s"])
+            print(f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {path}")
+            verify_autotune(env_id, n, best, cfg.seconds, cfg.repeats)
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(
+                {
+                    "env_id": env_id,
+                    "machine": result.machine,
+                    "config": asdict(cfg),
+                    "records": result.records,
+                    "summary": rows,
+                },
+                f,
+                indent=1,
+            )
+        print(f"wrote {cfg.json}")
+    if cfg.png:
+        plot(rows, cfg.png, env_id)
+        print(f"wrote {cfg.png}")
+    return 0
