@@ -1,0 +1,398 @@
+"""The run directory, the resolved-config round trip, and atomic file writes.
+
+A run directory holds everything one training run writes::
+
+    runs/dqn-PongNoFrameskip-v4-20261101-120000/
+        config.json          resolved config (``config_to_dict``), rewritten at every (re)start
+        metrics.csv          one row per log step (``MetricsLogger``)
+        tb/                  TensorBoard events
+        checkpoints/         ckpt-<frames>.pt (+ .npz), ``latest`` pointer (``Checkpointer``)
+        summary.json         frames, seconds, best mean-100, solved, frames/seconds to solve
+        learning_curve.png   ``plot_learning_curve``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import re
+import tempfile
+import types
+import typing
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+__all__ = [
+    "RunDir",
+    "atomic_write",
+    "atomic_write_text",
+    "config_diff",
+    "config_from_dict",
+    "config_to_dict",
+    "flatten_dict",
+    "load_config",
+    "save_config",
+]
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic writes
+# --------------------------------------------------------------------------------------------
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows: directories cannot be opened; rename is durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
+    """Write ``path`` all-or-nothing: ``write(f)`` fills a temp file in the same directory, which
+    is flushed, fsynced and then ``os.replace``-d over ``path``.
+
+    A crash at any point leaves either the old file or the new one, never a torn one (at worst a
+    stray ``.<name>.*.tmp`` that the next write in that directory does not care about).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """``atomic_write`` for UTF-8 text."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda f: f.write(data))
+
+
+# --------------------------------------------------------------------------------------------
+# dataclass <-> JSON
+# --------------------------------------------------------------------------------------------
+def config_to_dict(obj: Any) -> Any:
+    """A (nested, frozen) dataclass config -> JSON-ready dicts/lists/scalars.
+
+    Tuples and lists become lists, ``Path`` a string, ``Enum`` its value, numpy scalars Python
+    scalars; dict keys become strings. Only ``init`` fields are written: what the constructor
+    takes is what ``config_from_dict`` gives back.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            f.name: config_to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init
+        }
+    if isinstance(obj, enum.Enum):
+        return config_to_dict(obj.value)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): config_to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [config_to_dict(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalar
+        return obj.item()
+    raise TypeError(f"cannot write {type(obj).__name__} {obj!r} to a JSON config")
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    """Convert JSON ``value`` to type ``tp`` (a resolved annotation); ``where`` names the field."""
+    if tp is Any or tp is object:
+        return value
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _convert(args[0], value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, where)
+            except (TypeError, ValueError) as e:
+                errors.append(str(e))
+        raise ValueError(f"{where}: {value!r} matches none of {tp}: {'; '.join(errors)}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{where}: {value!r} is not one of {args}")
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected an object for {tp.__name__}, got {value!r}")
+        return config_from_dict(tp, value, _where=where)
+    if origin is tuple or tp is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
+        if not args:
+            return tuple(value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args == ((),):  # tuple[()]
+            args = ()
+        if len(args) != len(value):
+            raise ValueError(f"{where}: expected {len(args)} items for {tp}, got {value!r}")
+        return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin in (list, set, frozenset) or tp in (list, set, frozenset):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
+        items = [_convert(args[0], v, f"{where}[{i}]") if args else v for i, v in enumerate(value)]
+        return (origin or tp)(items)
+    if origin is dict or tp is dict or origin is Mapping:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected an object for {tp}, got {value!r}")
+        kt, vt = args if args else (Any, Any)
+        return {
+            _convert(kt, k, where) if kt is not str else k: _convert(vt, v, f"{where}.{k}")
+            for k, v in value.items()
+        }
+    if isinstance(tp, type):
+        if issubclass(tp, enum.Enum):
+            return tp(value)
+        if issubclass(tp, os.PathLike) or tp is Path:
+            return Path(value)
+        if tp is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"{where}: expected a bool, got {value!r}")
+            return value
+        if tp is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{where}: expected a number, got {value!r}")
+            return float(value)
+        if tp is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, str) and value.lstrip("-").isdigit():  # from dict keys
+                    return int(value)
+                raise TypeError(f"{where}: expected an int, got {value!r}")
+            return value
+        if tp is str:
+            if not isinstance(value, str):
+                raise TypeError(f"{where}: expected a string, got {value!r}")
+            return value
+    return value
+
+
+def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "") -> T:
+    """JSON dicts -> the dataclass ``cls`` (nested dataclasses, tuples, ``X | None`` rebuilt).
+
+    Unknown keys raise ``ValueError`` naming them (a renamed field must not be dropped silently);
+    missing keys take the field's default (a config written before the field existed).
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass type")
+    hints = typing.get_type_hints(cls, include_extras=False)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"{_where or cls.__name__}: unknown config field(s) {unknown} for {cls.__name__}; "
+            f"known: {sorted(fields)}"
+        )
+    kwargs = {
+        name: _convert(hints.get(name, Any), data[name], f"{_where}.{name}" if _where else name)
+        for name in fields
+        if name in data
+    }
+    return cls(**kwargs)
+
+
+def save_config(config: Any, path: str | os.PathLike) -> Path:
+    """Write a dataclass config as indented JSON, atomically."""
+    return atomic_write_text(path, json.dumps(config_to_dict(config), indent=2) + "\n")
+
+
+def load_config(cls: type[T], path: str | os.PathLike) -> T:
+    """Read a config written by ``save_config`` back into ``cls``."""
+    with open(path, encoding="utf-8") as f:
+        return config_from_dict(cls, json.load(f))
+
+
+def flatten_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"net": {"hidden": 512}}`` -> ``{"net.hidden": 512}`` (lists stay leaves)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten_dict(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+_MISSING = "<absent>"
+
+
+def config_diff(
+    old: Any,
+    new: Any,
+    *,
+    fields: typing.Iterable[str] | None = None,
+    ignore: typing.Iterable[str] = (),
+) -> list[tuple[str, Any, Any]]:
+    """Differences between two configs (dataclasses or dicts from ``config_to_dict``).
+
+    Returns ``[(dotted.field, old_value, new_value), ...]``; a field absent on one side shows as
+    ``"<absent>"``. ``fields``: compare only these dotted paths (a path also selects everything
+    under it, e.g. ``"net"``); ``ignore``: dotted paths (and everything under them) to skip; a
+    plain name (no dot) is skipped at any depth (``"total_frames"`` also skips
+    ``"train.total_frames"``).
+    """
+    a = flatten_dict(old if isinstance(old, Mapping) else config_to_dict(old))
+    b = flatten_dict(new if isinstance(new, Mapping) else config_to_dict(new))
+    fields = None if fields is None else tuple(fields)
+    ignore = tuple(ignore)
+
+    def under(key: str, paths: tuple[str, ...]) -> bool:
+        return any(key == p or key.startswith(p + ".") for p in paths)
+
+    def ignored(key: str) -> bool:
+        parts = key.split(".")
+        return under(key, ignore) or any(p in parts[:-1] or p == parts[-1] for p in ignore)
+
+    diffs = []
+    for key in sorted(set(a) | set(b)):
+        if fields is not None and not under(key, fields):
+            continue
+        if ignored(key):
+            continue
+        va, vb = a.get(key, _MISSING), b.get(key, _MISSING)
+        if va != vb:
+            diffs.append((key, va, vb))
+    return diffs
+
+
+# --------------------------------------------------------------------------------------------
+# Run directory
+# --------------------------------------------------------------------------------------------
+def _slug(text: str) -> str:
+    """Make an env id like ``ALE/Pong-v5`` safe for a directory name: ``ALE_Pong-v5``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "env"
+
+
+class RunDir:
+    """The directory of one training run, and the paths of what goes in it.
+
+    Build it with ``RunDir.create`` (makes the directory, guards against clobbering an earlier
+    run); ``RunDir(path)`` just wraps an existing directory (e.g. to plot or inspect it).
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    @classmethod
+    def create(
+        cls,
+        run_dir: str | os.PathLike | None = None,
+        *,
+        algo: str,
+        env_id: str,
+        resume: bool = False,
+        root: str | os.PathLike = "runs",
+        now: datetime | None = None,
+    ) -> RunDir:
+        """Make (or, with ``resume``, reopen) a run directory.
+
+        ``run_dir=None`` -> ``<root>/<algo>-<env_id>-<YYYYmmdd-HHMMSS>`` (``-2``, ``-3``... if
+        that exists). ``resume=True`` needs an existing ``run_dir`` holding checkpoints;
+        ``resume=False`` refuses a ``run_dir`` that already holds checkpoints, so an earlier run
+        is never overwritten by accident.
+        """
+        if run_dir is None:
+            if resume:
+                raise ValueError("--resume needs --run-dir: the run directory to continue")
+            stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+            base = Path(root) / f"{_slug(algo)}-{_slug(env_id)}-{stamp}"
+            path, n = base, 1
+            while True:
+                try:
+                    path.mkdir(parents=True, exist_ok=False)
+                    break
+                except FileExistsError:
+                    n += 1
+                    path = base.with_name(f"{base.name}-{n}")
+            run = cls(path)
+        else:
+            run = cls(run_dir)
+            has_ckpts = run.has_checkpoints()
+            if resume and not has_ckpts:
+                raise FileNotFoundError(
+                    f"nothing to resume in {run.path}: no {run.checkpoints}/ckpt-*.pt; "
+                    "drop --resume to start a fresh run there"
+                )
+            if not resume and has_ckpts:
+                raise FileExistsError(
+                    f"{run.path} already holds checkpoints of an earlier run: pass --resume to "
+                    "continue it, or choose another --run-dir"
+                )
+            run.path.mkdir(parents=True, exist_ok=True)
+        run.checkpoints.mkdir(parents=True, exist_ok=True)
+        return run
+
+    # --- paths ----------------------------------------------------------------------------
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.path / "metrics.csv"
+
+    @property
+    def tb(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def config_json(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def learning_curve_png(self) -> Path:
+        return self.path / "learning_curve.png"
+
+    def has_checkpoints(self) -> bool:
+        from rapidrl.train.checkpoint import list_checkpoints
+
+        return bool(list_checkpoints(self.checkpoints))
+
+    # --- config ---------------------------------------------------------------------------
+    def save_config(self, config: Any) -> Path:
+        """Write the resolved config to ``config.json`` (atomically; rewritten on resume)."""
+        return save_config(config, self.config_json)
+
+    def load_config(self, cls: type[T]) -> T:
+        return load_config(cls, self.config_json)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
