@@ -39,10 +39,15 @@ def _bench_lstm(argv: Sequence[str]) -> int:
 
 
 def _envs(argv: Sequence[str]) -> int:
-    from rapidrl.envs import list_env_ids
+    from rapidrl.envs import atari_games, list_options
 
-    for line in list_env_ids():
-        print(line)
+    games = atari_games()
+    print(f"Atari games ({len(games)}), as alias / ALE id / classic id, e.g. pong, ALE/Pong-v5,")
+    print("PongNoFrameskip-v4; any other registered gymnasium id (CartPole-v1, ...) also works.")
+    print("  " + ", ".join(sorted(games)))
+    print("Atari options (make_env(env_id, **options); defaults):")
+    for k, v in list_options("pong").items():
+        print(f"  {k} = {v!r}")
     return 0
 
 
@@ -51,6 +56,13 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("bench", "lstm"): _bench_lstm,
     ("envs",): _envs,
 }
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from rapidrl.config import ConfigError
+    from rapidrl.envs import InvalidOptionError, UnknownEnvError
+
+    return (ConfigError, UnknownEnvError, InvalidOptionError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,11 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if tuple(argv[: len(words)]) == words:
             try:
                 return fn(argv[len(words) :])
+            except _user_errors() as exc:
+                # Bad input gets its message, not a traceback: the message names the fix.
+                print(f"rapidrl: error: {exc}", file=sys.stderr)
+                return 2
             except KeyboardInterrupt:
                 print("interrupted", file=sys.stderr)
                 return 130
-    from rapidrl.config import ConfigError  # noqa: F401  (keeps import errors visible)
-
     print(f"rapidrl: unknown command {' '.join(argv[:2])!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -360,7 +360,7 @@ def main_bench_envs(cfg) -> int:
     from rapidrl.envs import resolve_env
     from rapidrl.vector.autotune_cache import save_autotune
 
-    env_id = resolve_env(cfg.env).canonical_id
+    env_id = resolve_env(cfg.env).env_id
     num_envs = cfg.num_envs_list()
     backends = tuple(cfg.backends.split(",")) if cfg.backends else None
     if cfg.autotune:
