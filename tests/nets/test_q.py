@@ -1,0 +1,126 @@
+"""QNetwork heads (plain, dueling, noisy, C51) and NoisyLinear."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from rapidrl.nets.q import NoisyLinear, QNetwork
+
+FLAGS = list(itertools.product([False, True], repeat=3))
+
+
+@pytest.mark.parametrize("dueling,noisy,distributional", FLAGS)
+def test_every_combination_shapes_and_gradients(dueling, noisy, distributional):
+    torch.manual_seed(0)
+    net = QNetwork(
+        (6,),
+        3,
+        dueling=dueling,
+        noisy=noisy,
+        distributional=distributional,
+        num_atoms=11,
+        head_hidden=8,
+    )
+    obs = torch.randn(5, 6)
+    q = net(obs)
+    assert q.shape == (5, 3)
+    if distributional:
+        q2, logp = net.forward_dist(obs)
+        assert logp.shape == (5, 3, 11)
+        torch.testing.assert_close(logp.logsumexp(-1), torch.zeros(5, 3), atol=1e-5, rtol=0)
+        torch.testing.assert_close(q2, (logp.exp() * net.support).sum(-1))
+        torch.testing.assert_close(q, q2)
+        logp[:, 0].sum().backward()
+    else:
+        with pytest.raises(RuntimeError):
+            net.forward_dist(obs)
+        q.sum().backward()
+    for name, p in net.named_parameters():
+        assert p.grad is not None, name
+    if noisy:
+        assert any(isinstance(m, NoisyLinear) for m in net.modules())
+        heads = [m for s in (net.advantage, net.value) if s is not None for m in s.modules()]
+        assert not any(type(m) is torch.nn.Linear for m in heads)
+
+
+def test_dueling_combines_value_and_mean_centred_advantage():
+    torch.manual_seed(1)
+    net = QNetwork((4,), 5, dueling=True)
+    obs = torch.randn(3, 4)
+    h = net.torso(obs)
+    adv, val = net.advantage(h), net.value(h)
+    torch.testing.assert_close(net(obs), val + adv - adv.mean(1, keepdim=True))
+
+
+def test_dueling_distributional_combines_per_atom_logits():
+    torch.manual_seed(2)
+    net = QNetwork((4,), 3, dueling=True, distributional=True, num_atoms=7, v_min=-1, v_max=2)
+    obs = torch.randn(2, 4)
+    h = net.torso(obs)
+    adv = net.advantage(h).view(2, 3, 7)
+    val = net.value(h).view(2, 1, 7)
+    logits = val + adv - adv.mean(1, keepdim=True)
+    _, logp = net.forward_dist(obs)
+    torch.testing.assert_close(logp, torch.log_softmax(logits, -1))
+    torch.testing.assert_close(net.support, torch.linspace(-1, 2, 7))
+
+
+def test_noisy_linear_factorized_noise_and_modes():
+    torch.manual_seed(3)
+    layer = NoisyLinear(5, 4, sigma0=0.5)
+    assert torch.allclose(layer.weight_sigma, torch.full((4, 5), 0.5 / 5**0.5))
+    x = torch.randn(2, 5)
+    g = torch.Generator().manual_seed(7)
+    layer.reset_noise(g)
+    g = torch.Generator().manual_seed(7)
+    e_in = torch.randn(5, generator=g)
+    e_out = torch.randn(4, generator=g)
+
+    def f(v):
+        return v.sign() * v.abs().sqrt()
+
+    w = layer.weight_mu + layer.weight_sigma * torch.outer(f(e_out), f(e_in))
+    b = layer.bias_mu + layer.bias_sigma * f(e_out)
+    torch.testing.assert_close(layer(x), x @ w.T + b)
+    y1 = layer(x)
+    torch.testing.assert_close(layer(x), y1)  # fixed until reset_noise
+    layer.reset_noise()
+    assert not torch.allclose(layer(x), y1)
+    layer.eval()
+    torch.testing.assert_close(layer(x), x @ layer.weight_mu.T + layer.bias_mu)
+
+
+def test_reset_noise_changes_network_output():
+    torch.manual_seed(4)
+    net = QNetwork((4,), 2, noisy=True, dueling=True)
+    obs = torch.randn(3, 4)
+    q1 = net(obs)
+    net.reset_noise()
+    assert not torch.allclose(net(obs), q1)
+    net.eval()
+    q_eval = net(obs)
+    net.reset_noise()
+    torch.testing.assert_close(net(obs), q_eval)
+
+
+@pytest.mark.parametrize("distributional", [False, True])
+def test_image_obs_uint8_and_channels_last_match(distributional):
+    torch.manual_seed(5)
+    kw = dict(dueling=True, distributional=distributional, num_atoms=5)
+    net = QNetwork((4, 84, 84), 6, **kw)
+    net_cl = QNetwork((4, 84, 84), 6, channels_last=True, **kw)
+    net_cl.load_state_dict(net.state_dict())
+    conv = net_cl.torso.net[0].weight
+    assert conv.is_contiguous(memory_format=torch.channels_last)
+    obs = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    q, q_cl = net(obs), net_cl(obs)
+    assert q.shape == (2, 6)
+    torch.testing.assert_close(q_cl, q, atol=1e-4, rtol=1e-4)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        QNetwork((4,), 2, distributional=True, v_min=1, v_max=1)
