@@ -55,6 +55,20 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("bench", "envs"): _bench_envs,
     ("bench", "lstm"): _bench_lstm,
     ("envs",): _envs,
+    ("train", "dqn"): lambda argv: __import__("rapidrl.algos.dqn.train", fromlist=["_"]).main_dqn(
+        argv
+    ),
+    ("train", "rainbow"): lambda argv: __import__(
+        "rapidrl.algos.dqn.train", fromlist=["_"]
+    ).main_rainbow(argv),
+    ("eval",): lambda argv: __import__("rapidrl.algos.eval", fromlist=["_"]).main(argv),
+    ("bench", "dqn"): lambda argv: __import__("rapidrl.bench.dqn", fromlist=["_"]).main(list(argv)),
+    ("train", "ppo"): lambda argv: __import__("rapidrl.algos.ppo.train", fromlist=["_"]).main_ppo(
+        argv
+    ),
+    ("train", "ppo-lstm"): lambda argv: __import__(
+        "rapidrl.algos.ppo.train", fromlist=["_"]
+    ).main_ppo_lstm(argv),
 }
 
 

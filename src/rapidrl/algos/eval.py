@@ -1,0 +1,229 @@
+"""``rapidrl eval RUN_DIR``: play a trained agent, report its scores, optionally record a video.
+
+Algorithm-agnostic: the run's ``config.json`` names the algorithm (``"algo"``; else the newest
+checkpoint's), and a *policy loader* registered for it builds the policy::
+
+    loader(config: dict, ckpt: rapidrl.train.Checkpoint, device: str)
+        -> (act, env_id, env_options)      # act(obs [B, *obs_shape]) -> actions [B], greedy
+
+``register_policy_loader("ppo", "rapidrl.algos.ppo.train:eval_policy")`` (a callable or a lazy
+``"module:function"`` path) adds an algorithm. Evaluation plays full games: ``episodic_life`` is
+switched off and rewards are unclipped (the real score), on one env built with ``make_env``; the
+actions are greedy, or epsilon-greedy with ``--epsilon`` (0.01 is a common Atari protocol that
+avoids getting stuck). ``--video out.mp4`` records the first ``--video-episodes`` episodes from the
+RGB frames (``render_mode="rgb_array"``) with ``cv2.VideoWriter``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import tyro
+
+from rapidrl.config import ConfigError
+
+__all__ = ["EvalConfig", "evaluate", "main", "policy_loaders", "register_policy_loader"]
+
+_LOADERS: dict[str, Callable | str] = {
+    "dqn": "rapidrl.algos.dqn.train:eval_policy",
+}
+
+
+def register_policy_loader(algo: str, loader: Callable | str) -> None:
+    """Register ``loader`` (a callable, or ``"module:function"`` imported on first use) for runs
+    whose config names ``algo``."""
+    _LOADERS[algo] = loader
+
+
+def policy_loaders() -> list[str]:
+    return sorted(_LOADERS)
+
+
+def _loader(algo: str) -> Callable:
+    if algo not in _LOADERS:
+        raise ConfigError(
+            f"no policy loader for algo {algo!r}; known: {', '.join(policy_loaders())}. "
+            "A trainer adds one with rapidrl.algos.eval.register_policy_loader"
+        )
+    loader = _LOADERS[algo]
+    if isinstance(loader, str):
+        module, _, name = loader.partition(":")
+        loader = getattr(importlib.import_module(module), name)
+        _LOADERS[algo] = loader
+    return loader
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Play a trained agent from a run directory's newest checkpoint (any algorithm with a
+    registered policy loader): full games (episodic_life off, unclipped scores), greedy or
+    epsilon-greedy; print the mean and std of the scores; optionally record an mp4."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run directory (holds config.json and checkpoints/)."""
+    episodes: int = 10
+    """Full games to play (episodic_life off, real unclipped scores)."""
+    epsilon: float = 0.0
+    """Probability of a random action per step (0: greedy; 0.01 is a common Atari choice)."""
+    seed: int = 10_000
+    """Episode i is reset with seed + i (kept away from training seeds)."""
+    video: str | None = None
+    """Write an mp4 of the first video_episodes episodes here."""
+    video_episodes: int = 1
+    """Episodes recorded into the video."""
+    video_fps: float | None = None
+    """Frames per second of the video (default: real time, e.g. 15 for Atari with frame skip 4)."""
+    max_steps: int | None = None
+    """Cut an episode after this many agent steps (None: the env's own limit)."""
+    device: str = "cpu"
+    """Device the policy runs on."""
+    json: str | None = None
+    """Also write the scores to this JSON file."""
+
+    def validate(self) -> None:
+        if self.episodes < 1:
+            raise ConfigError(f"--episodes must be >= 1, got {self.episodes}")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ConfigError(f"--epsilon must be in [0, 1], got {self.epsilon}")
+        if self.video_episodes < 1:
+            raise ConfigError(f"--video-episodes must be >= 1, got {self.video_episodes}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"--max-steps must be >= 1 or None, got {self.max_steps}")
+
+
+def _run_algo(run_dir: Path, ckpt) -> tuple[str, dict[str, Any]]:
+    cfg_path = run_dir / "config.json"
+    config = None
+    if cfg_path.exists():
+        config = json.loads(cfg_path.read_text())
+    config = config if config is not None else ckpt.config
+    if config is None:
+        raise ConfigError(f"{run_dir} has no config.json and its checkpoint holds no config")
+    algo = config.get("algo") or ckpt.algo
+    return algo, config
+
+
+def evaluate(cfg: EvalConfig) -> dict[str, Any]:
+    """Play ``cfg.episodes`` games; return ``{"scores", "mean", "std", "lengths", ...}``."""
+    from rapidrl.envs import make_env, resolve_env
+    from rapidrl.train import CheckpointError, load_latest
+
+    cfg.validate()
+    run_dir = Path(cfg.run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"run directory {run_dir} does not exist")
+    try:
+        ckpt = load_latest(run_dir, map_location=cfg.device)
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from exc
+    algo, config = _run_algo(run_dir, ckpt)
+    act, env_id, options = _loader(algo)({k: v for k, v in config.items()}, ckpt, device=cfg.device)
+
+    info = resolve_env(env_id)
+    options = dict(options)
+    if info.is_atari:
+        options.update(episodic_life=False, clip_rewards=False)
+    if cfg.video:
+        options["render_mode"] = "rgb_array"
+    env = make_env(env_id, **options)
+    rng = np.random.default_rng(cfg.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batch-1 acting: more threads only add contention
+    n_actions = int(env.action_space.n)
+    fps = cfg.video_fps
+    if fps is None:
+        base = (env.metadata or {}).get("render_fps") or 30
+        fps = base / options.get("frame_skip", 4) if info.is_atari else base
+    writer = None
+    scores, lengths = [], []
+    t0 = time.monotonic()
+    try:
+        for ep in range(cfg.episodes):
+            obs, _ = env.reset(seed=cfg.seed + ep)
+            record = cfg.video is not None and ep < cfg.video_episodes
+            score, steps, done = 0.0, 0, False
+            while not done:
+                if record:
+                    writer = _write_frame(writer, env.render(), cfg.video, fps)
+                if rng.random() < cfg.epsilon:
+                    action = int(rng.integers(n_actions))
+                else:
+                    action = int(act(np.asarray(obs)[None])[0])
+                obs, reward, terminated, truncated, _ = env.step(action)
+                score += float(reward)
+                steps += 1
+                done = terminated or truncated
+                if cfg.max_steps is not None and steps >= cfg.max_steps:
+                    done = True
+            if record:
+                writer = _write_frame(writer, env.render(), cfg.video, fps)
+            scores.append(score)
+            lengths.append(steps)
+            print(f"episode {ep + 1}/{cfg.episodes}: score {score:g} ({steps} steps)")
+    finally:
+        torch.set_num_threads(threads)
+        env.close()
+        if writer is not None:
+            writer.release()
+    result = {
+        "run_dir": str(run_dir),
+        "algo": algo,
+        "env": env_id,
+        "checkpoint": ckpt.path.name,
+        "frames": ckpt.frames,
+        "episodes": cfg.episodes,
+        "epsilon": cfg.epsilon,
+        "scores": scores,
+        "lengths": lengths,
+        "mean": float(np.mean(scores)),
+        "std": float(np.std(scores)),
+        "min": float(np.min(scores)),
+        "max": float(np.max(scores)),
+        "seconds": time.monotonic() - t0,
+        "video": cfg.video,
+    }
+    if cfg.json:
+        Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.json).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _write_frame(writer, frame: np.ndarray | None, path: str, fps: float):
+    import cv2
+
+    if frame is None:
+        raise RuntimeError("the env returned no frame from render(); it needs rgb_array mode")
+    frame = np.asarray(frame, dtype=np.uint8)
+    if writer is None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        h, w = frame.shape[:2]
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+        if not writer.isOpened():
+            raise RuntimeError(f"cv2.VideoWriter could not open {path} for mp4v video")
+    writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    return writer
+
+
+def main(argv: Sequence[str]) -> int:
+    """``rapidrl eval RUN_DIR [--episodes 10] [--video out.mp4] [--epsilon 0.01] ...``"""
+    cfg = tyro.cli(EvalConfig, args=list(argv), prog="rapidrl eval")
+    cfg.validate()
+    r = evaluate(cfg)
+    std = 0.0 if math.isnan(r["std"]) else r["std"]
+    print(
+        f"{r['algo']} {r['env']} ({r['checkpoint']}, {r['frames']:,} frames): "
+        f"mean score {r['mean']:.2f} +- {std:.2f} over {r['episodes']} episodes "
+        f"(min {r['min']:g}, max {r['max']:g})" + (f"; video {r['video']}" if r["video"] else ""),
+        file=sys.stdout,
+    )
+    return 0

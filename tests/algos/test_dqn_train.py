@@ -1,0 +1,492 @@
+"""The DQN trainer end to end: presets on Pong, exact resume, reproducibility, actor processes,
+errors, the CLI, and (slow) learning CartPole."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rapidrl import cli
+from rapidrl.algos.dqn.actor import ActorDiedError
+from rapidrl.algos.dqn.config import PRESETS, DQNConfig
+from rapidrl.algos.dqn.train import make_q_network, train
+from rapidrl.train import CheckpointError, load_latest, read_metrics
+
+COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "loss", "q_mean")
+COLUMNS += ("epsilon", "policy_lag", "steps", "updates", "buffer", "update_ms")
+
+# A small CartPole config exercising every RNG consumer: noisy nets, PER, C51, n-step, double.
+CARTPOLE_ALL = DQNConfig(
+    env="CartPole-v1",
+    num_envs=2,
+    backend="serial",
+    n_step=3,
+    double=True,
+    dueling=True,
+    noisy=True,
+    prioritized=True,
+    distributional=True,
+    v_min=0.0,
+    v_max=50.0,
+    num_atoms=11,
+    batch_size=8,
+    steps_per_update=2,
+    buffer_size=1_000,
+    learning_starts=100,
+    target_sync_steps=60,
+    epsilon_decay_steps=300,
+    max_grad_norm=10.0,
+    max_frames=600,
+    checkpoint_every_frames=300,
+    checkpoint_every_seconds=1e9,
+    log_every_frames=50,
+    log_every_seconds=0,
+    keep_checkpoints=3,
+    save_replay=True,
+    torch_threads=1,
+    tensorboard=False,
+    no_progress=True,
+)
+
+
+def tiny_pong(preset: str, run_dir, **kw) -> DQNConfig:
+    """A preset shrunk to a few thousand frames: real Pong, real updates."""
+    base = dict(
+        buffer_size=2_000,
+        learning_starts=440,
+        max_frames=1_920,
+        log_every_frames=640,
+        log_every_seconds=0,
+        checkpoint_every_seconds=1e9,
+        no_progress=True,
+        run_dir=str(run_dir),
+        seed=3,
+        torch_threads=1,  # the test machine is shared: contended OpenMP threads stall
+    )
+    base.update(kw)
+    return dataclasses.replace(PRESETS[preset], **base)
+
+
+def rows_of(run_dir):
+    header, rows = read_metrics(os.path.join(run_dir, "metrics.csv"))
+    return header, rows
+
+
+def strip_time(rows):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "fps", "update_ms")} for r in rows]
+
+
+def assert_same(a, b, where="state"):
+    """Recursive exact equality of checkpoint payload pieces."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, dict):
+        assert set(a) == set(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def ckpt_payload(path):
+    """A checkpoint's deterministic content: state (minus wall-clock parts), RNG, arrays."""
+    p = torch.load(path, weights_only=True)
+    state = dict(p["state"])
+    state.pop("clock")
+    counters = dict(state["counters"])
+    counters["acc"] = counters["acc"][:3]  # [3] is update wall time
+    state["counters"] = counters
+    arrays = {}
+    npz = str(path).replace(".pt", ".npz")
+    if os.path.exists(npz):
+        with np.load(npz) as z:
+            arrays = {k: z[k] for k in z.files}
+        # The frame store is np.empty: compare only the slots each stream has written.
+        frames = arrays.pop("frames")
+        arrays["frames"] = [f[:n] for f, n in zip(frames, arrays["f_count"])]
+    return {"state": state, "rng": p["rng"], "arrays": arrays}
+
+
+# --------------------------------------------------------------------------------------------
+# Every preset, for real, on Pong
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["dqn", "rainbow", "fast"])
+def test_preset_short_pong_run(tmp_path, preset):
+    cfg = tiny_pong(preset, tmp_path / preset)
+    summary = train(cfg)
+    run = tmp_path / preset
+    assert summary["frames"] == 1_920 and summary["stop_reason"] == "max_frames"
+    assert summary["updates"] > 0
+    for name in ("config.json", "metrics.csv", "summary.json", "learning_curve.png"):
+        assert (run / name).exists(), name
+    header, rows = rows_of(run)
+    for col in COLUMNS:
+        assert col in header, col
+    losses = [float(r["loss"]) for r in rows if r["loss"]]
+    assert losses and all(math.isfinite(x) for x in losses)
+    assert all(math.isfinite(float(r["q_mean"])) for r in rows if r["q_mean"])
+    assert [int(r["frames"]) for r in rows] == [640, 1_280, 1_920]
+    # The config round-trips and the checkpoint reloads into a fresh network.
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["algo"] == "dqn" and saved["n_step"] == cfg.n_step
+    ckpt = load_latest(run)
+    assert ckpt.frames == 1_920 and ckpt.algo == "dqn"
+    net = make_q_network(cfg, (4, 84, 84), 6)
+    net.load_state_dict(ckpt.state["q"])
+    assert ckpt.state["counters"]["updates"] == summary["updates"]
+
+
+# --------------------------------------------------------------------------------------------
+# Resume, reproducibility, corrupt checkpoints
+# --------------------------------------------------------------------------------------------
+def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path):
+    full = tmp_path / "full"
+    train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(full)))
+    part = tmp_path / "part"
+    s1 = train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(part), max_frames=300))
+    assert s1["frames"] == 300 and s1["stop_reason"] == "max_frames"
+    ck = "checkpoints/ckpt-000000000300.pt"
+    # The stopped run's checkpoint is the uninterrupted run's at the same frame, bit for bit:
+    # weights, target, Adam moments, counters, tracker, every RNG, the replay with priorities.
+    assert_same(ckpt_payload(full / ck), ckpt_payload(part / ck))
+    # Resuming the same checkpoint twice gives the same run.
+    twin = tmp_path / "twin"
+    shutil.copytree(part, twin)
+    for d in (part, twin):
+        s2 = train(dataclasses.replace(CARTPOLE_ALL, resume=str(d)))
+        assert s2["frames"] == 600 and s2["updates"] > s1["updates"]
+    end = "checkpoints/ckpt-000000000600.pt"
+    assert_same(ckpt_payload(part / end), ckpt_payload(twin / end))
+    _, rows_full = rows_of(full)
+    _, rows_part = rows_of(part)
+    _, rows_twin = rows_of(twin)
+    assert [int(r["frames"]) for r in rows_part] == list(range(50, 601, 50))  # no duplicates
+    assert strip_time(rows_part) == strip_time(rows_twin)
+    upto = [r for r in rows_full if int(r["frames"]) <= 300]
+    assert strip_time(upto) == strip_time(rows_part[: len(upto)])
+
+
+def test_ctrl_c_saves_and_stops_then_resume_continues(tmp_path):
+    run = tmp_path / "r"
+
+    def ctrl_c(ev):
+        if ev.frames == 200:
+            os.kill(os.getpid(), signal.SIGINT)  # what a Ctrl-C in the terminal does
+
+    s = train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(run)), on_log=ctrl_c)
+    assert s["stop_reason"] == "interrupted" and s["frames"] == 200
+    assert load_latest(run).frames == 200
+    s = train(dataclasses.replace(CARTPOLE_ALL, resume=str(run)))
+    assert s["stop_reason"] == "max_frames" and s["frames"] == 600
+
+
+def test_seeded_runs_reproducible(tmp_path):
+    cfg = dataclasses.replace(
+        CARTPOLE_ALL, save_replay=False, max_frames=400, checkpoint_every_frames=None
+    )
+    a = train(dataclasses.replace(cfg, run_dir=str(tmp_path / "a")))
+    b = train(dataclasses.replace(cfg, run_dir=str(tmp_path / "b")))
+    c = train(dataclasses.replace(cfg, run_dir=str(tmp_path / "c"), seed=2))
+    assert a["updates"] == b["updates"] == c["updates"] > 0
+    pa, pb, pc = (load_latest(tmp_path / n).state["q"] for n in "abc")
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    assert not all(torch.equal(pa[k], pc[k]) for k in pa)
+    assert strip_time(rows_of(tmp_path / "a")[1]) == strip_time(rows_of(tmp_path / "b")[1])
+
+
+def test_resume_without_replay_refills_then_learns(tmp_path):
+    cfg = dataclasses.replace(CARTPOLE_ALL, save_replay=False, checkpoint_every_frames=None)
+    run = tmp_path / "r"
+    s1 = train(dataclasses.replace(cfg, run_dir=str(run), max_frames=300))
+    s2 = train(dataclasses.replace(cfg, resume=str(run), max_frames=600))
+    assert s2["frames"] == 600 and s2["updates"] > s1["updates"]
+    # 100 transitions of refill (50 vector steps x 2 envs) before the updates go on.
+    _, rows = rows_of(run)
+    after = {int(r["frames"]): r for r in rows}
+    assert int(after[400]["updates"]) == s1["updates"]
+    assert int(after[450]["updates"]) > s1["updates"]
+
+
+def test_corrupt_checkpoint_gives_a_clear_error(tmp_path, capsys):
+    run = tmp_path / "r"
+    cfg = dataclasses.replace(CARTPOLE_ALL, max_frames=200, run_dir=str(run))
+    train(cfg)
+    ckpts = sorted((run / "checkpoints").glob("ckpt-*.pt"))
+    assert len(ckpts) == 1
+    ckpts[0].write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="is readable"):
+        train(dataclasses.replace(CARTPOLE_ALL, resume=str(run), max_frames=400))
+    capsys.readouterr()
+    # The CLI turns it into a message and exit status 2, not a traceback.
+    assert cli.main(["train", "dqn", "--resume", str(run), "--max-frames", "400"]) == 2
+    err = capsys.readouterr().err
+    assert "rapidrl: error:" in err and "readable" in err and "Traceback" not in err
+
+
+def test_truncated_replay_arrays_fall_back_to_previous_checkpoint(tmp_path):
+    run = tmp_path / "r"
+    train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(run), max_frames=400,
+                              checkpoint_every_frames=200))  # fmt: skip
+    npz = run / "checkpoints" / "ckpt-000000000400.npz"
+    npz.write_bytes(npz.read_bytes()[:100])
+    with pytest.warns(RuntimeWarning, match="skipped 1 unreadable"):
+        s = train(dataclasses.replace(CARTPOLE_ALL, resume=str(run), max_frames=600))
+    assert s["frames"] == 600
+
+
+def test_resume_refuses_changed_learning_settings(tmp_path):
+    run = tmp_path / "r"
+    train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(run), max_frames=200))
+    with pytest.raises(CheckpointError, match="lr"):
+        train(dataclasses.replace(CARTPOLE_ALL, resume=str(run), lr=0.5))
+
+
+class ConstantRewardEnv(gym.Env):
+    """Reward 1 forever; only a time limit ends an episode (truncated, never terminated)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 1.0, False, False, {}
+
+
+def test_truncation_bootstraps_end_to_end(tmp_path):
+    """With time-limit ends bootstrapped, Q -> 1 / (1 - gamma) = 10 (4.1 if they ended it)."""
+    if "RapidrlConstantReward-v0" not in gym.registry:
+        gym.register("RapidrlConstantReward-v0", ConstantRewardEnv, max_episode_steps=5)
+    cfg = DQNConfig(
+        env="RapidrlConstantReward-v0",
+        gamma=0.9,
+        n_step=3,
+        lr=3e-3,
+        batch_size=32,
+        buffer_size=1_000,
+        learning_starts=200,
+        target_sync_steps=100,
+        max_frames=2_500,
+        stop_at_score=None,
+        log_every_frames=500,
+        log_every_seconds=0,
+        run_dir=str(tmp_path / "c"),
+        torch_threads=1,
+        tensorboard=False,
+        no_progress=True,
+    )
+    train(cfg)
+    net = make_q_network(cfg, (1,), 2)
+    net.load_state_dict(load_latest(tmp_path / "c").state["q"])
+    q0 = net(torch.zeros(1, 1)).detach()
+    assert torch.allclose(q0, torch.full_like(q0, 10.0), atol=1.0), q0
+
+
+# --------------------------------------------------------------------------------------------
+# Actor processes
+# --------------------------------------------------------------------------------------------
+ACTOR_CFG = dataclasses.replace(
+    CARTPOLE_ALL,
+    actor_processes=1,
+    save_replay=False,
+    max_frames=1_200,
+    checkpoint_every_frames=None,
+    log_every_frames=200,
+    actor_timeout_s=60,
+)
+
+
+def test_actor_process_mode_runs_and_logs_policy_lag(tmp_path):
+    s = train(dataclasses.replace(ACTOR_CFG, run_dir=str(tmp_path / "a")))
+    assert s["frames"] == 1_200 and s["updates"] > 0
+    header, rows = rows_of(tmp_path / "a")
+    lags = [float(r["policy_lag"]) for r in rows if int(r["updates"]) > 0]
+    assert lags and all(0 <= x < 50 for x in lags)
+    assert all(math.isfinite(float(r["loss"])) for r in rows if r["loss"])
+    assert multiprocessing.active_children() == []
+
+
+def test_actor_killed_gives_a_clear_error(tmp_path):
+    killed = []
+
+    def kill_actor(ev):
+        if not killed:
+            os.kill(ev.actor_pids[0], signal.SIGKILL)
+            killed.append(ev.actor_pids[0])
+
+    cfg = dataclasses.replace(ACTOR_CFG, run_dir=str(tmp_path / "k"), max_frames=100_000)
+    with pytest.raises(
+        ActorDiedError, match=r"actor process 0 \(pid \d+\) died: killed by SIGKILL"
+    ):
+        train(cfg, on_log=kill_actor)
+    assert killed
+    assert multiprocessing.active_children() == []
+
+
+def test_actor_exception_arrives_with_its_traceback():
+    from rapidrl.algos.dqn.actor import ActorError, ActorPool
+
+    q = make_q_network(DQNConfig(), (4,), 2)
+    pool = ActorPool(
+        1,
+        env="CartPole-v1",
+        env_options={"no_such_option": 1},  # the actor's make_vec raises
+        num_envs=1,
+        backend="serial",
+        num_workers=None,
+        obs_shape=(4,),
+        obs_dtype=np.float32,
+        q=q,
+        net_kwargs={"obs_shape": (4,), "n_actions": 2},
+        slots=2,
+        env_seed=0,
+        rng_seed=0,
+        start_steps=0,
+        epsilon=(1.0, 0.1, 100),
+        noisy=False,
+        version=0,
+        timeout=60,
+    )
+    try:
+        with pytest.raises(ActorError, match=r"(?s)actor process 0 .*failed:.*no_such_option"):
+            pool.next()
+    finally:
+        pool.close()
+    assert multiprocessing.active_children() == []
+
+
+# --------------------------------------------------------------------------------------------
+# Config and command line
+# --------------------------------------------------------------------------------------------
+def test_presets_validate_and_document_every_field():
+    for cfg in PRESETS.values():
+        cfg.validate()
+    assert PRESETS["dqn"].update_batch == 32 and PRESETS["dqn"].loss == "mse"
+    r = PRESETS["rainbow"]
+    assert r.n_step == 3 and r.double and r.dueling and r.noisy and r.prioritized
+    assert r.distributional and r.update_batch == 32
+    lines = inspect.getsource(DQNConfig).splitlines()
+    for f in dataclasses.fields(DQNConfig):
+        # A docstring right under every field.
+        i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"{f.name}:"))
+        assert lines[i + 1].strip().startswith('"""'), f.name
+
+
+def test_help_lists_every_field(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "dqn", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(DQNConfig):
+        if f.name != "algo":
+            assert f"--{f.name.replace('_', '-')}" in out, f.name
+    assert "presets: dqn, fast, rainbow" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--preset", "fsat"], "did you mean 'fast'"),
+        (["--learning-starts", "500", "--buffer-size", "100"], "--learning-starts (500) exceeds"),
+        (["--num-envs", "4", "--actor-processes", "3"], "multiple of --actor-processes"),
+        (["--env", "pongg"], "did you mean"),
+        (["--resume", "/nonexistent/run"], "no config.json"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", "dqn", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_train_resume_and_rainbow(tmp_path, capsys):
+    run = str(tmp_path / "c")
+    common = ["--env", "CartPole-v1", "--learning-starts", "100", "--no-progress"]
+    common += ["--torch-threads", "1", "--no-tensorboard", "--log-every-frames", "100"]
+    assert cli.main(["train", "dqn", "--preset", "dqn", *common, "--max-frames", "300",
+                     "--run-dir", run]) == 0  # fmt: skip
+    assert "max_frames: 300 frames" in capsys.readouterr().out
+    assert cli.main(["train", "dqn", "--resume", run, "--max-frames", "500"]) == 0
+    assert json.loads(open(os.path.join(run, "summary.json")).read())["frames"] == 500
+    saved = json.loads(open(os.path.join(run, "config.json")).read())
+    assert saved["loss"] == "mse" and saved["max_frames"] == 500  # the dqn preset, resumed
+    rb = str(tmp_path / "rb")
+    assert cli.main(["train", "rainbow", *common, "--max-frames", "200", "--run-dir", rb]) == 0
+    saved = json.loads(open(os.path.join(rb, "config.json")).read())
+    assert saved["distributional"] and saved["noisy"] and saved["prioritized"]
+
+
+# --------------------------------------------------------------------------------------------
+# Learning (slow stage)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_dqn_learns_cartpole(tmp_path):
+    cfg = DQNConfig(
+        env="CartPole-v1",
+        n_step=3,
+        double=True,
+        dueling=True,
+        lr=1e-3,
+        batch_size=64,
+        buffer_size=20_000,
+        learning_starts=1_000,
+        target_sync_steps=500,
+        epsilon_end=0.05,
+        epsilon_decay_steps=8_000,
+        max_frames=50_000,
+        stop_at_score=195.0,
+        score_window=20,
+        run_dir=str(tmp_path / "cp"),
+        tensorboard=False,
+        no_progress=True,
+        torch_threads=1,
+        seed=1,
+    )
+    s = train(cfg)
+    assert s["solved"], s
+    assert s["return_mean_100"] >= 195
+
+
+# --------------------------------------------------------------------------------------------
+# rapidrl bench dqn (the ladder's construction, and one short measured rung)
+# --------------------------------------------------------------------------------------------
+def test_bench_ladder_changes_only_how_the_work_is_done(tmp_path):
+    from rapidrl.bench.dqn import BenchDQNConfig, format_table, ladder, measure_rung
+
+    rungs = ladder(BenchDQNConfig(env="CartPole-v1"), cuda=False)
+    names = [r.name for r in rungs]
+    assert names == ["baseline", "k=2", "k=3", "k=4", "k=5", "k=6", "+actor", "+vector", "fast"]
+    same = ("lr", "gamma", "batch_size", "n_step", "buffer_size", "target_sync_steps", "loss")
+    base = rungs[0].cfg
+    for r in rungs[:-1]:
+        assert r.comparable and all(getattr(r.cfg, f) == getattr(base, f) for f in same), r.name
+    assert rungs[3].cfg.update_batch == 128 and rungs[6].cfg.actor_processes == 1
+    assert rungs[7].cfg.num_envs == 4 and not rungs[-1].comparable
+    small = dataclasses.replace(rungs[1], cfg=dataclasses.replace(rungs[1].cfg, torch_threads=1))
+    rec = measure_rung(small, seconds=1.0, warmup=0.5, log=lambda *a: None)
+    assert rec["frames_per_s"] > 0 and rec["batch"] == 64 and rec["updates_per_s"] > 0
+    table = format_table([{**rec, "rung": "baseline"}, rec])
+    assert "1.00x" in table and "k=2" in table
