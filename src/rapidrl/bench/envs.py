@@ -37,7 +37,7 @@ class Layout:
 
     @property
     def name(self) -> str:
-        if self.backend in ("serial", "gym-sync"):
+        if self.backend in ("serial", "gym-sync", "gym-async", "auto"):
             return self.backend
         s = f"{self.backend}[{self.num_workers}x{self.num_envs // max(self.num_workers, 1)}]"
         if self.backend in ("ale", "envpool"):

@@ -1,0 +1,282 @@
+"""Vector envs: one API (:mod:`rapidrl.vector.api`), several backends, one factory.
+
+>>> venv = make_vec("CartPole-v1", 8, backend="hybrid", num_workers=2)
+>>> obs, infos = venv.reset(seed=0)
+>>> obs, rewards, terminated, truncated, infos = venv.step(actions)
+
+Backends
+--------
+- ``serial``: every env in this process, one after the other (the ground truth in tests).
+- ``subprocess``: one env per worker process; ``hybrid``: ``num_workers`` processes x M envs;
+  ``async``: the hybrid layout with ``batch_size < num_envs`` (``recv`` returns the first-ready
+  worker groups). One implementation (:mod:`rapidrl.vector.process`): data in shared memory,
+  pipes carry only commands.
+- ``ale``: ``ale_py.AtariVectorEnv`` (C++ threads); ``envpool``: ``envpool`` (C++ threads). Atari
+  env ids only; see :mod:`rapidrl.vector.native`.
+- ``auto``: the layout stored by ``rapidrl bench envs --autotune`` for this machine, env and
+  ``num_envs`` (:mod:`rapidrl.vector.autotune_cache`), else ``hybrid`` with
+  ``min(num_envs, cpu_count)`` workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from rapidrl.vector.api import (
+    INFO_KEYS,
+    EnvWorkerError,
+    VectorEnv,
+    VectorEnvError,
+    WorkerDiedError,
+)
+
+__all__ = [
+    "BACKENDS",
+    "INFO_KEYS",
+    "EnvWorkerError",
+    "VectorEnv",
+    "VectorEnvError",
+    "WorkerDiedError",
+    "make_vec",
+]
+
+BACKENDS = ("serial", "subprocess", "hybrid", "async", "ale", "envpool", "auto")
+log = logging.getLogger("rapidrl.vector")
+
+
+class EnvFromId:
+    """Picklable factory: ``rapidrl.envs.make_env(env_id, **options)`` (imported in the worker)."""
+
+    def __init__(self, env_id: str, options: dict[str, Any] | None = None):
+        self.env_id, self.options = env_id, dict(options or {})
+
+    def __call__(self):
+        try:
+            from rapidrl.envs import make_env
+        except ImportError as exc:  # the envs package is not there (yet)
+            raise ImportError(
+                f"building {self.env_id!r} needs rapidrl.envs.make_env, which is not "
+                "available; pass a list of env factories instead"
+            ) from exc
+        return make_env(self.env_id, **self.options)
+
+    def __repr__(self) -> str:
+        return f"EnvFromId({self.env_id!r}, {self.options!r})"
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _default_workers(num_envs: int, equal: bool) -> int:
+    """min(num_envs, cpus) workers; the largest such divisor of num_envs if groups must be equal."""
+    p = max(1, min(num_envs, _cpu_count()))
+    if equal:
+        while num_envs % p:
+            p -= 1
+    return p
+
+
+def make_vec(
+    env: str | Callable | Sequence[Callable],
+    num_envs: int,
+    backend: str = "serial",
+    *,
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    seed: int | None = None,
+    env_options: dict[str, Any] | None = None,
+    step_timeout: float = 60.0,
+    restart_on_crash: bool = False,
+    context: str = "spawn",
+    copy: bool = True,
+) -> VectorEnv:
+    """Build ``num_envs`` envs behind the vector API with the given backend.
+
+    Args:
+        env: an env id (built with ``rapidrl.envs.make_env(env, **env_options)``, in the workers
+            for process backends), one factory (called ``num_envs`` times) or a list of
+            ``num_envs`` factories (callables returning a gymnasium env; shipped to workers with
+            cloudpickle).
+        num_envs: number of envs ``N``.
+        backend: ``serial``, ``subprocess``, ``hybrid``, ``async``, ``ale``, ``envpool`` or
+            ``auto`` (see the module docstring).
+        num_workers: worker processes (``hybrid``/``async``; default ``min(N, cpus)``, for
+            ``async`` the largest divisor of ``N`` up to that); threads for ``ale``/``envpool``
+            (default: theirs).
+        batch_size: envs returned per ``recv`` (default ``N``: synchronous). Smaller gives
+            first-ready batches; with processes it must be a multiple of the envs per worker.
+            ``async`` defaults to about half the workers' envs.
+        seed: seed of the first ``reset()`` that passes none (env ``i`` gets ``seed + i``).
+        env_options: options for ``make_env`` (and the Atari options of ``ale``/``envpool``).
+        step_timeout: seconds a worker may take for one command before it counts as dead.
+        restart_on_crash: restart a crashed, killed or stuck worker instead of raising: its envs
+            report that step as ``truncated`` with ``infos["worker_restarted"]``.
+        context: multiprocessing start method for process backends.
+        copy: return fresh arrays (default); ``False`` may return views of internal buffers that
+            the following steps overwrite.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+    if step_timeout <= 0:
+        raise ValueError(f"step_timeout must be > 0, got {step_timeout}")
+    if backend == "auto":
+        return _make_auto(
+            env,
+            num_envs,
+            seed=seed,
+            env_options=env_options,
+            step_timeout=step_timeout,
+            restart_on_crash=restart_on_crash,
+            context=context,
+            copy=copy,
+        )
+    if backend in ("ale", "envpool"):
+        if not isinstance(env, str):
+            raise TypeError(f"backend {backend!r} needs an Atari env id string, got {env!r}")
+        from rapidrl.vector import native
+
+        if restart_on_crash:
+            log.info("restart_on_crash has no effect on the in-process %s backend", backend)
+        build = native.make_ale_vec if backend == "ale" else native.make_envpool_vec
+        return build(
+            env,
+            num_envs,
+            batch_size=batch_size,
+            num_threads=num_workers,
+            seed=seed,
+            options=env_options,
+            copy=copy,
+        )
+
+    env_fns = _env_fns(env, num_envs, env_options)
+    if backend == "serial":
+        if num_workers not in (None, 1):
+            raise ValueError("the serial backend has no workers; use backend='hybrid'")
+        if batch_size not in (None, num_envs):
+            raise ValueError(
+                "the serial backend is synchronous (batch_size == num_envs); for first-ready "
+                "batches use backend='async'"
+            )
+        return _make_serial(
+            env_fns, seed=seed, copy=copy, restart_on_crash=restart_on_crash, timeout=step_timeout
+        )
+
+    from rapidrl.vector.process import make_process_vec
+
+    if backend == "subprocess":
+        if num_workers not in (None, num_envs):
+            raise ValueError(
+                f"subprocess runs one env per process (num_workers == num_envs == {num_envs}); "
+                "for fewer processes use backend='hybrid'"
+            )
+        num_workers = num_envs
+    elif num_workers is None:
+        first_ready = batch_size is not None and batch_size < num_envs
+        num_workers = _default_workers(num_envs, equal=backend == "async" or first_ready)
+    if backend == "async" and batch_size is None:
+        per_worker = num_envs // num_workers
+        batch_size = per_worker * max(1, num_workers // 2)
+    return make_process_vec(
+        env_fns,
+        num_workers,
+        batch_size=batch_size,
+        copy=copy,
+        step_timeout=step_timeout,
+        restart_on_crash=restart_on_crash,
+        context=context,
+        seed=seed,
+        name=f"{backend} vector env",
+    )
+
+
+def _env_fns(env, num_envs: int, env_options) -> list[Callable]:
+    if isinstance(env, str):
+        return [EnvFromId(env, env_options) for _ in range(num_envs)]
+    if env_options:
+        raise ValueError("env_options only apply to an env id; bind them into your factories")
+    if isinstance(env, gym.Env):
+        raise TypeError(
+            "make_vec needs env factories (e.g. lambda: MyEnv()), not an env instance: each "
+            "env must be built where it runs"
+        )
+    if callable(env):
+        return [env] * num_envs
+    fns = list(env)
+    if len(fns) != num_envs:
+        raise ValueError(f"got {len(fns)} env factories for num_envs={num_envs}")
+    for f in fns:
+        if not callable(f):
+            raise TypeError(f"env factories must be callables returning an env, got {f!r}")
+    return fns
+
+
+def _make_serial(env_fns, *, seed, copy, restart_on_crash, timeout):
+    from rapidrl.vector.batched import BatchedVectorEnv, LocalWorker
+    from rapidrl.vector.buffers import Buffers
+    from rapidrl.vector.group import EnvGroup
+
+    worker = LocalWorker(0, 0, len(env_fns), functools.partial(EnvGroup, env_fns, 0))
+    try:
+        g = worker.group
+        specs = Buffers.specs(g.single_observation_space, g.single_action_space, len(env_fns))
+        bufs = Buffers.allocate(specs)
+        worker.attach(bufs)
+        return BatchedVectorEnv(
+            [worker],
+            bufs,
+            g.single_observation_space,
+            g.single_action_space,
+            copy=copy,
+            seed=seed,
+            restart_on_crash=restart_on_crash,
+            step_timeout=timeout,
+            name="serial vector env",
+        )
+    except BaseException:
+        worker.close()
+        raise
+
+
+def _make_auto(env, num_envs: int, **kwargs) -> VectorEnv:
+    from rapidrl.vector.autotune_cache import canonical_env_id, load_autotune
+
+    choice = None
+    if isinstance(env, str):
+        choice = load_autotune(canonical_env_id(env), num_envs)
+    if choice is not None and choice.get("backend") not in set(BACKENDS) - {"auto"}:
+        log.warning("ignoring autotune entry with unknown backend: %s", choice)
+        choice = None
+    if choice is not None:
+        try:
+            workers = choice.get("num_workers") or None
+            return make_vec(
+                env,
+                num_envs,
+                choice["backend"],
+                num_workers=None if choice["backend"] == "subprocess" else workers,
+                batch_size=choice.get("batch_size"),
+                **kwargs,
+            )
+        except ImportError as exc:  # e.g. envpool measured, since uninstalled
+            log.warning("autotuned layout %s unusable here (%s); using the default", choice, exc)
+    else:
+        log.warning(
+            "backend='auto': no autotune entry for %s with num_envs=%d on this machine "
+            "(run `rapidrl bench envs --autotune` to measure one); using hybrid with %d workers",
+            env if isinstance(env, str) else "these env factories",
+            num_envs,
+            _default_workers(num_envs, equal=False),
+        )
+    return make_vec(env, num_envs, "hybrid", **kwargs)

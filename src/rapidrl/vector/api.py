@@ -31,6 +31,13 @@ episode in ``infos["final_obs"][i]``. ``terminated`` (a true end: do not bootstr
 - ``episode_return``  float64 ``[B]``: real, unclipped game score of that episode (where
   ``episode_end``)
 - ``episode_length``  int64 ``[B]``: agent steps of that episode (where ``episode_end``)
+
+Every rapidrl backend also returns (not in ``INFO_KEYS``, which stays the minimal contract):
+
+- ``worker_restarted`` bool ``[B]``: with ``restart_on_crash``, the env's worker crashed, was killed
+  or got stuck, and was restarted during this step. The episode was cut short: ``truncated`` is
+  True, ``final_obs`` is the last observation before the crash, ``obs`` the first of a new episode,
+  and it is not an ``episode_end`` (no statistics for a cut episode).
 """
 
 from __future__ import annotations

@@ -1,0 +1,477 @@
+"""Parent-side bookkeeping shared by every backend: workers, env states, batches, faults.
+
+A vector env here is a list of *workers*, each owning a contiguous range of env ids and one
+group (:mod:`rapidrl.vector.group`) that writes that range of the shared :class:`Buffers`:
+
+- :class:`LocalWorker` runs its group in this process (``serial``: one Python :class:`EnvGroup`;
+  ``ale``/``envpool``: native vectorizers whose ``end`` blocks in C++ with the GIL released);
+- :class:`rapidrl.vector.process.ProcessWorker` runs an :class:`EnvGroup` in a child process and
+  answers over a pipe; the parent waits on all busy workers' pipes *and* process sentinels with
+  ``multiprocessing.connection.wait`` under a deadline, so a dead or stuck worker is an error
+  within ``step_timeout``, never a hang.
+
+Every env is in one state: waiting for an action (returned by ``reset``/``recv``), pending (its
+action arrived, its worker's other envs' have not), stepping, or ready (result not yet returned).
+A worker steps when all its envs have actions; ``recv`` returns whole ready workers: all of them in
+id order when ``batch_size == num_envs``, else the first ready ones (first-ready batches).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import weakref
+from multiprocessing import connection
+from typing import Any
+
+import numpy as np
+
+from rapidrl.vector.api import EnvWorkerError, VectorEnv, VectorEnvError, WorkerDiedError
+from rapidrl.vector.buffers import Buffers
+
+log = logging.getLogger("rapidrl.vector")
+
+WAITING, PENDING, STEPPING, READY = 0, 1, 2, 3
+_LIVENESS_PERIOD = 0.5  # s: how often a wait re-checks is_alive() on top of the sentinels
+
+
+class Worker:
+    """Owns envs ``start..stop-1`` and one group. Subclasses fill in how commands travel."""
+
+    pollable = False  # True: finish() never blocks once poll() said so; has wait_objects()
+
+    def __init__(self, index: int, start: int, stop: int):
+        self.index, self.start, self.stop = index, start, stop
+        self.slot = 0  # obs slot holding the envs' current observations
+        self.busy: str | None = None  # command in flight: "reset" / "step"
+        self.next_slot = 0  # slot the command in flight writes
+        self.deadline = float("inf")
+        self.seq = 0  # dispatch order, for FIFO waits on blocking workers
+        self.restarts = 0
+
+    @property
+    def env_ids(self) -> list[int]:
+        return list(range(self.start, self.stop))
+
+    def dispatch(self, cmd: str, *args: Any) -> None:
+        raise NotImplementedError
+
+    def poll(self) -> bool:
+        return True
+
+    def wait_objects(self) -> list:
+        return []
+
+    def finish(self) -> None:
+        """Collect the result of the command in flight; raise a VectorEnvError on failure."""
+        raise NotImplementedError
+
+    def timeout_error(self, timeout: float) -> VectorEnvError:
+        return WorkerDiedError(
+            f"worker {self.index} (envs {self.env_ids}) did not finish {self.busy!r} within "
+            f"step_timeout={timeout:g}s"
+        )
+
+    def restart(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def env_error(group, first_env_id: int, env_ids: list[int], cmd: str, exc: BaseException):
+    """An :class:`EnvWorkerError` naming the env that raised (``group.current``), with traceback."""
+    import traceback
+
+    j = getattr(group, "current", None)
+    where = f"env {first_env_id + j}" if j is not None else f"envs {env_ids}"
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    err = EnvWorkerError(f"{where} raised during {cmd!r}:\n{tb}")
+    err.__cause__ = exc
+    return err
+
+
+class LocalWorker(Worker):
+    """A group in this process; ``make_group()`` returns a new, unbuilt group (also on restart)."""
+
+    def __init__(self, index: int, start: int, stop: int, make_group, group=None):
+        super().__init__(index, start, stop)
+        self._make_group = make_group
+        self._bufs: Buffers | None = None
+        self._error: BaseException | None = None
+        self.group = group if group is not None else self.build_group()
+
+    def build_group(self):
+        group = self._make_group()
+        try:
+            group.build()
+        except Exception as exc:
+            raise env_error(group, self.start, self.env_ids, "make", exc) from exc
+        return group
+
+    def attach(self, bufs: Buffers) -> None:
+        self._bufs = bufs
+        self.group.attach(bufs.rows(self.start, self.stop))
+
+    def dispatch(self, cmd: str, *args: Any) -> None:
+        self._error = None
+        try:
+            self.group.begin(cmd, *args)
+        except Exception as exc:
+            self._error = env_error(self.group, self.start, self.env_ids, cmd, exc)
+
+    def finish(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+        try:
+            self.group.end()
+        except Exception as exc:
+            raise env_error(self.group, self.start, self.env_ids, self.busy or "?", exc) from exc
+
+    def restart(self) -> None:
+        self.close()
+        self.group = self.build_group()
+        self.group.attach(self._bufs.rows(self.start, self.stop))
+
+    def close(self) -> None:
+        group, self.group = getattr(self, "group", None), None
+        if group is not None:
+            group.close()
+
+
+class _Resources:
+    """What must be released even if the vector env is never closed (weakref finalizer)."""
+
+    def __init__(self, workers: list[Worker], extra=()):
+        self.workers = workers
+        self.extra = list(extra)  # callables, run after the workers are closed
+
+    def release(self) -> None:
+        workers, self.workers = self.workers, []
+        errors = []
+        close_all = getattr(type(workers[0]), "close_all", None) if workers else None
+        if close_all is not None:  # e.g. processes: ask all, then wait for all at once
+            try:
+                close_all(workers)
+            except Exception as exc:
+                errors.append(exc)
+        else:
+            for w in workers:
+                try:
+                    w.close()
+                except Exception as exc:  # keep closing the others
+                    errors.append(exc)
+        extra, self.extra = self.extra, []
+        for fn in extra:
+            try:
+                fn()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            log.warning("errors while closing a vector env: %r", errors)
+
+
+class BatchedVectorEnv(VectorEnv):
+    """The API of :mod:`rapidrl.vector.api` over a list of workers; see the module docstring."""
+
+    def __init__(
+        self,
+        workers: list[Worker],
+        bufs: Buffers,
+        single_observation_space,
+        single_action_space,
+        *,
+        batch_size: int | None = None,
+        copy: bool = True,
+        step_timeout: float = 60.0,
+        restart_on_crash: bool = False,
+        seed: int | None = None,
+        resources: _Resources | None = None,
+        name: str = "vector env",
+    ):
+        self._closed = True  # until fully built (close() / __del__ safe on a failed build)
+        self._resources = resources or _Resources(workers)
+        self._finalizer = weakref.finalize(self, self._resources.release)
+        self.workers = workers
+        self._bufs = bufs
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.num_envs = workers[-1].stop
+        self.batch_size = self.num_envs if batch_size is None else int(batch_size)
+        self.copy = copy
+        self.step_timeout = float(step_timeout)
+        self.restart_on_crash = restart_on_crash
+        self.name = name
+        self._check_layout()
+        self._owner = np.empty(self.num_envs, np.int64)
+        for w in workers:
+            self._owner[w.start : w.stop] = w.index
+        self._state = np.full(self.num_envs, WAITING, np.int8)
+        self._restarted = np.zeros(self.num_envs, bool)
+        self._ready: list[Worker] = []  # FIFO of workers whose results were not returned yet
+        self._last_ids: np.ndarray | None = None
+        self._seq = itertools.count()
+        self._default_seed = seed  # used by the first reset() that passes no seed
+        self._seed: int | None = None  # seed of the last reset, for restarts
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    def _check_layout(self) -> None:
+        n, b = self.num_envs, self.batch_size
+        if not 1 <= b <= n:
+            raise ValueError(f"batch_size must be in [1, num_envs={n}], got {b}")
+        if b < n:
+            sizes = {w.stop - w.start for w in self.workers}
+            if len(sizes) != 1:
+                raise ValueError(
+                    f"batch_size < num_envs needs workers of equal size, got sizes {sorted(sizes)}"
+                )
+            m = sizes.pop()
+            if b % m:
+                raise ValueError(
+                    f"batch_size={b} must be a multiple of the envs per worker ({m}): recv() "
+                    f"returns whole worker groups; valid choices: "
+                    f"{list(range(m, n + 1, m))}"
+                )
+
+    # --- API ----------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None):
+        self._check_open()
+        if seed is None and self._default_seed is not None:
+            seed, self._default_seed = self._default_seed, None
+        self._wait(lambda: not any(w.busy for w in self.workers))  # drain steps in flight
+        self._ready.clear()
+        self._seed = seed
+        for w in self.workers:
+            self._dispatch(w, "reset", seed)
+        self._wait(lambda: not any(w.busy for w in self.workers))
+        self._ready.clear()
+        obs, _, _, _, infos, ids = self._gather(self.workers)
+        return obs, infos
+
+    def send(self, actions: Any, env_ids: np.ndarray | None = None) -> None:
+        self._check_open()
+        if env_ids is None:
+            if self._last_ids is None:
+                raise RuntimeError(f"send() before reset(): call reset() on the {self.name} first")
+            ids = self._last_ids
+        else:
+            ids = self._check_ids(env_ids)
+        not_waiting = ids[self._state[ids] != WAITING]
+        if len(not_waiting):
+            raise RuntimeError(
+                f"env ids {not_waiting.tolist()} are not waiting for an action: they were already "
+                "sent actions and not received yet (send() twice without recv()?)"
+            )
+        actions = self.check_actions(actions, len(ids))
+        self._bufs.actions[ids] = actions
+        self._state[ids] = PENDING
+        for k in np.unique(self._owner[ids]):
+            w = self.workers[k]
+            if (self._state[w.start : w.stop] == PENDING).all():
+                self._dispatch(w, "step")
+
+    def recv(self):
+        self._check_open()
+        ready = int((self._state == READY).sum())
+        stepping = int((self._state == STEPPING).sum())
+        if ready + stepping < self.batch_size:
+            pending = np.flatnonzero(self._state == PENDING).tolist()
+            hint = (
+                f" envs {pending} have actions but wait for the rest of their worker's envs"
+                if pending
+                else ""
+            )
+            raise RuntimeError(
+                f"recv() needs {self.batch_size} envs stepping or ready, only {ready + stepping} "
+                f"are: call send() with actions first.{hint}"
+            )
+        need = self.batch_size
+        self._wait(lambda: sum(w.stop - w.start for w in self._ready) >= need)
+        if need == self.num_envs:
+            chosen = sorted(self._ready, key=lambda w: w.index)
+            self._ready.clear()
+        else:
+            chosen, count = [], 0
+            while count < need:
+                w = self._ready.pop(0)
+                chosen.append(w)
+                count += w.stop - w.start
+        return self._gather(chosen)
+
+    def close(self) -> None:
+        """Stop every worker and free the buffers; idempotent, also after a failure."""
+        self._closed = True
+        self._bufs = None  # drop our views of a shared block before it is unmapped
+        fin = getattr(self, "_finalizer", None)
+        if fin is not None:
+            fin()  # a weakref.finalize runs its callback at most once
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """Process id of each worker (``None`` for in-process groups)."""
+        return [getattr(getattr(w, "proc", None), "pid", None) for w in self.workers]
+
+    # --- internals ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._failure is not None:
+            raise RuntimeError(
+                f"this {self.name} was closed after an error: "
+                f"{type(self._failure).__name__}: {str(self._failure).splitlines()[0]}"
+            )
+        if self._closed:
+            raise RuntimeError(f"this {self.name} is closed")
+
+    def _check_ids(self, env_ids: Any) -> np.ndarray:
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"env_ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        ids = ids.astype(np.int64, copy=False)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise ValueError(f"env_ids out of range [0, {self.num_envs}): {ids.tolist()}")
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids has duplicates: {ids.tolist()}")
+        return ids
+
+    def _dispatch(self, w: Worker, cmd: str, *args: Any) -> None:
+        w.next_slot = 1 - w.slot
+        w.busy = cmd
+        w.seq = next(self._seq)
+        w.deadline = time.monotonic() + self.step_timeout
+        self._state[w.start : w.stop] = STEPPING
+        if cmd == "reset":
+            self._restarted[w.start : w.stop] = False
+        w.dispatch(cmd, *args, w.next_slot)
+
+    def _finish(self, w: Worker) -> None:
+        try:
+            w.finish()
+        except VectorEnvError as err:
+            self._on_failure(w, err)
+            return
+        self._done(w)
+
+    def _done(self, w: Worker) -> None:
+        w.slot, w.busy, w.deadline = w.next_slot, None, float("inf")
+        self._state[w.start : w.stop] = READY
+        self._ready.append(w)
+
+    def _wait(self, done) -> None:
+        """Finish workers until ``done()``; every wait is bounded by the workers' deadlines.
+
+        Starts with one non-blocking sweep over all busy process workers, so results (and deaths)
+        are collected in the order they happened even when ``done()`` already holds.
+        """
+        for w in self.workers:
+            if w.busy and w.pollable and w.poll():
+                self._finish(w)
+        while not done():
+            busy = [w for w in self.workers if w.busy]
+            if not busy:
+                raise RuntimeError("internal error: waiting with no worker busy")
+            blocking = [w for w in busy if not w.pollable]
+            if blocking:  # in-process groups: finish in dispatch order (C++ releases the GIL)
+                self._finish(min(blocking, key=lambda w: w.seq))
+                continue
+            finished = [w for w in busy if w.poll()]
+            for w in finished:
+                self._finish(w)
+            if finished:
+                continue
+            now = time.monotonic()
+            late = [w for w in busy if w.deadline <= now]
+            for w in late:
+                self._on_failure(w, w.timeout_error(self.step_timeout))
+            if late:
+                continue
+            wait_for = min(w.deadline for w in busy) - now
+            objs = [o for w in busy for o in w.wait_objects()]
+            connection.wait(objs, timeout=min(wait_for, _LIVENESS_PERIOD))
+
+    def _wait_one(self, w: Worker) -> None:
+        """Finish ``w`` or raise (used while restarting: a second failure is fatal)."""
+        while w.pollable and not w.poll():
+            left = w.deadline - time.monotonic()
+            if left <= 0:
+                raise w.timeout_error(self.step_timeout)
+            connection.wait(w.wait_objects(), timeout=min(left, _LIVENESS_PERIOD))
+        w.finish()
+
+    def _on_failure(self, w: Worker, err: VectorEnvError) -> None:
+        if not self.restart_on_crash:
+            self._fail(err)
+        cmd = w.busy
+        log.warning(
+            "%s: restarting worker %d (envs %s) after: %s", self.name, w.index, w.env_ids, err
+        )
+        try:
+            w.restart()
+            w.restarts += 1
+            seed = None
+            if self._seed is not None:  # distinct, reproducible seeds for the new episodes
+                seed = self._seed + (self.num_envs * w.restarts if cmd == "step" else 0)
+            slot = w.next_slot
+            w.busy, w.deadline = "reset", time.monotonic() + self.step_timeout
+            w.dispatch("reset", seed, slot)
+            self._wait_one(w)
+        except BaseException as exc:
+            self._fail(exc)
+        b, rows = self._bufs, slice(w.start, w.stop)
+        if cmd == "step":  # the episodes in flight were cut short
+            b.final_obs[rows] = b.obs[w.slot, rows]
+            b.truncated[rows] = True
+        self._restarted[rows] = True
+        self._done(w)
+
+    def _fail(self, err: BaseException):
+        self._failure = err
+        self.close()
+        raise err
+
+    def _gather(self, workers: list[Worker]):
+        b = self._bufs
+        ws = sorted(workers, key=lambda w: w.start) if len(workers) > 1 else workers
+        contiguous = all(
+            a.stop == c.start and a.slot == c.slot for a, c in zip(ws, ws[1:])
+        ) and list(ws) == list(workers)
+        if contiguous:
+            rows = slice(ws[0].start, ws[-1].stop)
+            ids = np.arange(rows.start, rows.stop, dtype=np.int64)
+            obs = b.obs[ws[0].slot, rows]
+            small = [b.rewards[rows], b.terminated[rows], b.truncated[rows]]
+            stats = [b.episode_end[rows], b.episode_return[rows], b.episode_length[rows]]
+            final = b.final_obs[rows]
+            if self.copy:
+                obs = obs.copy()
+                small = [a.copy() for a in small]
+                stats = [a.copy() for a in stats]
+        else:
+            ids = np.concatenate([np.arange(w.start, w.stop) for w in workers]).astype(np.int64)
+            obs = np.concatenate([b.obs[w.slot, w.start : w.stop] for w in workers])
+            small = [b.rewards[ids], b.terminated[ids], b.truncated[ids]]
+            stats = [b.episode_end[ids], b.episode_return[ids], b.episode_length[ids]]
+            final = None
+        if self.copy or final is None:
+            done = small[1] | small[2]
+            final = np.zeros_like(obs)
+            if done.any():
+                final[done] = b.final_obs[ids[done]]
+        restarted = self._restarted[ids]
+        self._restarted[ids] = False
+        self._state[ids] = WAITING
+        self._last_ids = ids.copy()  # the caller may modify the returned ids
+        infos = {
+            "env_id": ids,
+            "final_obs": final,
+            "episode_end": stats[0],
+            "episode_return": stats[1],
+            "episode_length": stats[2],
+            "worker_restarted": restarted,
+        }
+        return obs, small[0], small[1], small[2], infos, ids

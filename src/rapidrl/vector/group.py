@@ -1,0 +1,169 @@
+"""The per-group stepping code, written once: serial runs one group in-process on plain arrays,
+every process worker runs the same class on its rows of the shared-memory arrays.
+
+A *group* owns ``M`` envs and writes step results into given :class:`Buffers` rows. It applies the
+same-step autoreset rule of :mod:`rapidrl.vector.api` and the episode statistics. Native
+vectorizers (``ale``, ``envpool``; :mod:`rapidrl.vector.native`) are groups too: they implement the
+same two calls, ``begin`` (start a ``reset``/``step``) and ``end`` (finish it), so the parent-side
+bookkeeping in :mod:`rapidrl.vector.batched` is shared by every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from rapidrl.vector.buffers import Buffers
+
+
+def reports_episode_stats(env: gym.Env) -> bool:
+    """Does ``env`` put ``info["episode"] = {"r", "l"}`` on the step a *real* episode ends?
+
+    True when the env (or a wrapper) sets ``reports_episode_stats = True``, or when its wrapper
+    chain holds gymnasium's ``RecordEpisodeStatistics`` or a rapidrl Atari env (both report). An
+    env that reports is trusted for episode ends (Atari with episodic life terminates at every life
+    loss but reports only at game over); an env that does not is accumulated here and ends at
+    ``terminated | truncated``. An env that reports without advertising it is detected at its
+    first report (a termination before that counts as an end).
+    """
+    try:
+        if env.get_wrapper_attr("reports_episode_stats"):
+            return True
+    except AttributeError:
+        pass
+    e = env
+    while True:
+        if isinstance(e, gym.wrappers.RecordEpisodeStatistics):
+            return True
+        if type(e).__module__.startswith("rapidrl.envs.atari"):
+            return True
+        if not isinstance(e, gym.Wrapper):
+            return False
+        e = e.env
+
+
+def _scalar(x) -> float:
+    return np.asarray(x).reshape(-1)[0].item()
+
+
+class EnvGroup:
+    """``M`` gymnasium envs stepped one after the other, results written in place into ``bufs``.
+
+    :meth:`build` makes the envs from ``env_fns``, then :meth:`attach` gives the group its rows of
+    the buffers (which can only be sized once the spaces are known). Env ``j`` of the group is
+    global env ``first_env_id + j`` (``reset(seed)`` seeds it with ``seed + first_env_id + j``).
+    ``current`` is the local index of the env being built or called, for error reports.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], first_env_id: int = 0):
+        self.env_fns = list(env_fns)
+        self.first_env_id = first_env_id
+        self.current: int | None = None
+        self.envs: list[gym.Env] = []
+        self.bufs: Buffers | None = None
+
+    def build(self) -> None:
+        """Make the envs; if a factory raises, close those made (``current`` names the culprit)."""
+        try:
+            for j, fn in enumerate(self.env_fns):
+                self.current = j
+                self.envs.append(fn())
+            e0 = self.envs[0]
+            for j, e in enumerate(self.envs[1:], 1):
+                if e.observation_space != e0.observation_space or e.action_space != e0.action_space:
+                    self.current = j
+                    raise ValueError(
+                        f"env {self.first_env_id + j} has spaces {e.observation_space}, "
+                        f"{e.action_space}; env {self.first_env_id} has {e0.observation_space}, "
+                        f"{e0.action_space}: all envs of a vector env need the same spaces"
+                    )
+        except BaseException:
+            self.close()
+            raise
+        self.current = None
+        self.single_observation_space = e0.observation_space
+        self.single_action_space = e0.action_space
+        m = len(self.envs)
+        self._reports = [reports_episode_stats(e) for e in self.envs]
+        self._ret = np.zeros(m, np.float64)
+        self._len = np.zeros(m, np.int64)
+        self._discrete = isinstance(e0.action_space, gym.spaces.Discrete)
+
+    def attach(self, bufs: Buffers) -> None:
+        """Write results into ``bufs`` (exactly this group's rows) from now on."""
+        self.bufs = bufs
+
+    # --- the two calls every group implements ------------------------------------------------
+    def begin(self, cmd: str, *args) -> None:
+        if cmd == "step":
+            self.step(*args)
+        elif cmd == "reset":
+            self.reset(*args)
+        else:
+            raise ValueError(f"unknown group command {cmd!r}")
+
+    def end(self) -> None:
+        """Python envs finish inside :meth:`begin`; nothing is left in flight."""
+
+    # ------------------------------------------------------------------------------------------
+    def reset(self, seed: int | None, slot: int) -> None:
+        b = self.bufs
+        for j, env in enumerate(self.envs):
+            self.current = j
+            obs, _ = env.reset(seed=None if seed is None else seed + self.first_env_id + j)
+            b.obs[slot, j] = obs
+        self.current = None
+        b.rewards[:] = 0.0
+        b.terminated[:] = False
+        b.truncated[:] = False
+        b.episode_end[:] = False
+        b.episode_return[:] = 0.0
+        b.episode_length[:] = 0
+        self._ret[:] = 0.0
+        self._len[:] = 0
+
+    def step(self, slot: int) -> None:
+        b = self.bufs
+        obs_out = b.obs[slot]
+        # Python ints for Discrete (what every env accepts), a private copy for Box (an env may
+        # keep a reference to its action; the shared buffer is rewritten next step).
+        actions = b.actions.tolist() if self._discrete else b.actions.copy()
+        for j, env in enumerate(self.envs):
+            self.current = j
+            obs, reward, terminated, truncated, info = env.step(actions[j])
+            self._ret[j] += reward
+            self._len[j] += 1
+            ep = info.get("episode") if info else None
+            if ep is not None:
+                self._reports[j] = True
+                b.episode_end[j] = True
+                b.episode_return[j] = _scalar(ep["r"])
+                b.episode_length[j] = int(_scalar(ep["l"]))
+            elif (terminated or truncated) and not self._reports[j]:
+                b.episode_end[j] = True
+                b.episode_return[j] = self._ret[j]
+                b.episode_length[j] = self._len[j]
+            else:
+                b.episode_end[j] = False
+                b.episode_return[j] = 0.0
+                b.episode_length[j] = 0
+            if terminated or truncated:
+                self._ret[j] = 0.0
+                self._len[j] = 0
+                b.final_obs[j] = obs
+                obs, _ = env.reset()
+            obs_out[j] = obs
+            b.rewards[j] = reward
+            b.terminated[j] = terminated
+            b.truncated[j] = truncated
+        self.current = None
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        self.envs = []

@@ -1,0 +1,322 @@
+"""Process backends: ``subprocess`` (one env per process), ``hybrid`` (P processes x M envs) and
+``async`` (the same layout with first-ready batches) are one implementation.
+
+Data path: one ``multiprocessing.shared_memory`` block holds :class:`Buffers` for all envs
+(observations double-buffered, final observations, actions, rewards, flags, episode stats). Each
+worker runs an :class:`EnvGroup` on its rows and writes results in place; the pipe carries only
+commands (``("step", slot)``, ``("reset", seed, slot)``, ``("close",)``) and acks (``("ok",)`` or
+``("error", env_index, command, traceback)``), never frames.
+
+Start-up handshake (no env is built in the parent): each worker builds its envs and sends its
+spaces; the parent checks they agree, sizes and creates the shared block, and sends its name; the
+workers attach and ack. A restarted worker goes through the same handshake.
+
+Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``terminate`` and
+finally ``kill`` the stragglers; the block is unlinked by the parent (and by multiprocessing's
+resource tracker if the parent itself is killed), so no ``/dev/shm`` segment outlives the run.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from multiprocessing import connection, get_context
+from multiprocessing.shared_memory import SharedMemory
+
+import cloudpickle
+import gymnasium as gym
+
+from rapidrl.vector.api import EnvWorkerError, WorkerDiedError
+from rapidrl.vector.batched import _LIVENESS_PERIOD, BatchedVectorEnv, Worker, _Resources
+from rapidrl.vector.buffers import Buffers
+from rapidrl.vector.group import EnvGroup
+
+_CLOSE_TIMEOUT = 2.0  # s: graceful shutdown budget for all workers together
+_START_TIMEOUT = 60.0  # s: at least this for a worker to start, build its envs and attach
+
+
+def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
+    """Contiguous env ranges, sizes as equal as possible (the first ones one larger)."""
+    if not 1 <= num_workers <= num_envs:
+        raise ValueError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
+    base, extra = divmod(num_envs, num_workers)
+    out, start = [], 0
+    for k in range(num_workers):
+        stop = start + base + (k < extra)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def worker_main(conn, payload: bytes, index: int, start: int, stop: int) -> None:
+    """Body of a worker process (see the module docstring for the protocol)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    group = EnvGroup([], start)
+    shm = None
+    try:
+        try:
+            group = EnvGroup(cloudpickle.loads(payload), start)
+            group.build()
+        except Exception:
+            conn.send(("error", group.current, "make", traceback.format_exc()))
+            return
+        conn.send(("spaces", group.single_observation_space, group.single_action_space))
+        msg = conn.recv()
+        if msg[0] != "attach":
+            return
+        shm = SharedMemory(name=msg[1])
+        group.attach(Buffers.from_buffer(shm.buf, msg[2]).rows(start, stop))
+        conn.send(("ok",))
+        while True:
+            msg = conn.recv()
+            cmd = msg[0]
+            if cmd == "close":
+                break
+            try:
+                group.begin(cmd, *msg[1:])
+            except Exception:
+                conn.send(("error", group.current, cmd, traceback.format_exc()))
+                continue
+            conn.send(("ok",))
+    except (EOFError, OSError, KeyboardInterrupt):
+        pass  # the parent is gone or closed the pipe: just exit
+    finally:
+        group.close()
+        group.bufs = None  # drop the views before unmapping the block
+        if shm is not None:
+            try:
+                shm.close()
+            except BufferError:
+                pass
+
+
+class ProcessWorker(Worker):
+    """One child process running an :class:`EnvGroup` for envs ``start..stop-1``."""
+
+    pollable = True
+
+    def __init__(self, ctx, index: int, start: int, stop: int, payload: bytes, timeout: float):
+        super().__init__(index, start, stop)
+        self._ctx, self._payload = ctx, payload
+        # Starting (interpreter, imports, env construction) may take longer than a step.
+        self._start_timeout = max(timeout, _START_TIMEOUT)
+        self._attach_msg: tuple | None = None
+        self.proc = None
+        self.conn = None
+        self._broken = False
+        self._spawn()
+
+    def _spawn(self) -> None:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(
+            target=worker_main,
+            args=(child_conn, self._payload, self.index, self.start, self.stop),
+            name=f"rapidrl-vec-worker-{self.index}",
+            daemon=True,
+        )
+        proc.start()
+        child_conn.close()
+        self.proc, self.conn, self._broken = proc, parent_conn, False
+
+    # --- messages -----------------------------------------------------------------------------
+    def _recv_msg(self, timeout: float) -> tuple:
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll():
+            if not self.proc.is_alive():
+                if self.conn.poll():  # it answered, then exited
+                    break
+                raise self.died_error()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self.timeout_error(timeout)
+            connection.wait([self.conn, self.proc.sentinel], timeout=min(left, _LIVENESS_PERIOD))
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            raise self.died_error() from None
+        if msg[0] == "error":
+            _, j, cmd, tb = msg
+            where = f"env {self.start + j}" if j is not None else f"envs {self.env_ids}"
+            raise EnvWorkerError(
+                f"{where} (worker {self.index}, pid {self.proc.pid}) raised during {cmd!r}:\n{tb}"
+            )
+        return msg
+
+    def _expect(self, what: str, timeout: float) -> tuple:
+        msg = self._recv_msg(timeout)
+        if msg[0] != what:
+            raise WorkerDiedError(
+                f"worker {self.index}: protocol error, expected {what!r}, got {msg!r}"
+            )
+        return msg
+
+    def handshake_spaces(self) -> tuple[gym.Space, gym.Space]:
+        _, obs_space, act_space = self._expect("spaces", self._start_timeout)
+        return obs_space, act_space
+
+    def attach(self, shm_name: str, specs) -> None:
+        self._attach_msg = ("attach", shm_name, specs)
+        self.conn.send(self._attach_msg)
+        self._expect("ok", self._start_timeout)
+
+    def died_error(self) -> WorkerDiedError:
+        self.proc.join(timeout=1.0)
+        code = self.proc.exitcode
+        if code is None:
+            how = "closed its pipe but is still running"
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name} (exit code {code})"
+        else:
+            how = f"exited with code {code}"
+        if self.busy:
+            during = (
+                f" while running {self.busy!r}; pass restart_on_crash=True to make_vec to "
+                "restart crashed workers"
+            )
+        else:
+            during = " while starting (see its stderr above)"
+        return WorkerDiedError(
+            f"worker {self.index} (pid {self.proc.pid}, envs {self.env_ids}) {how}{during}"
+        )
+
+    def timeout_error(self, timeout: float) -> WorkerDiedError:
+        return WorkerDiedError(
+            f"worker {self.index} (pid {self.proc.pid}, envs {self.env_ids}) did not finish "
+            f"{self.busy or 'starting'!r} within {timeout:g}s; is an env stuck?"
+        )
+
+    # --- Worker interface ---------------------------------------------------------------------
+    def dispatch(self, cmd: str, *args) -> None:
+        try:
+            self.conn.send((cmd, *args))
+        except (OSError, ValueError):
+            self._broken = True  # reported by finish()
+
+    def poll(self) -> bool:
+        return self._broken or self.conn.poll() or not self.proc.is_alive()
+
+    def wait_objects(self) -> list:
+        return [self.conn, self.proc.sentinel]
+
+    def finish(self) -> None:
+        if self._broken:
+            raise self.died_error()
+        self._expect("ok", 0.0)
+
+    def restart(self) -> None:
+        self._kill()
+        self._spawn()
+        self.handshake_spaces()
+        self.conn.send(self._attach_msg)
+        self._expect("ok", self._start_timeout)
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.join(timeout=5.0)
+        if self.conn is not None:
+            self.conn.close()
+
+    def close(self) -> None:
+        ProcessWorker.close_all([self])
+
+    @staticmethod
+    def close_all(workers: Sequence[ProcessWorker], timeout: float = _CLOSE_TIMEOUT) -> None:
+        """Ask every worker to stop, wait for all under one deadline, then terminate/kill."""
+        workers = [w for w in workers if w.proc is not None]
+        for w in workers:
+            if w.proc.is_alive() and not w._broken:
+                try:
+                    w.conn.send(("close",))
+                except (OSError, ValueError):
+                    pass
+        deadline = time.monotonic() + timeout
+        for w in workers:
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for w in workers:
+            if w.proc.is_alive():
+                w.proc.terminate()
+        for w in workers:
+            w.proc.join(timeout=1.0)
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(timeout=5.0)
+            w.conn.close()
+            try:
+                w.proc.close()
+            except ValueError:
+                pass
+            w.proc = None
+
+
+def _free_shm(shm: SharedMemory) -> None:
+    try:
+        shm.close()
+    except BufferError:
+        pass  # a caller still holds copy=False views: the mapping goes when they do
+    try:
+        shm.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def make_process_vec(
+    env_fns: Sequence[Callable[[], gym.Env]],
+    num_workers: int,
+    *,
+    batch_size: int | None = None,
+    copy: bool = True,
+    step_timeout: float = 60.0,
+    restart_on_crash: bool = False,
+    context: str = "spawn",
+    seed: int | None = None,
+    name: str = "process vector env",
+) -> BatchedVectorEnv:
+    """``num_workers`` processes, each running a contiguous share of ``env_fns``."""
+    ranges = split_envs(len(env_fns), num_workers)
+    ctx = get_context(context)
+    workers: list[ProcessWorker] = []
+    resources = _Resources(workers)
+    try:
+        for k, (a, b) in enumerate(ranges):
+            payload = cloudpickle.dumps(list(env_fns[a:b]))
+            workers.append(ProcessWorker(ctx, k, a, b, payload, step_timeout))
+        spaces = [w.handshake_spaces() for w in workers]
+        obs_space, act_space = spaces[0]
+        for w, (o, a) in zip(workers, spaces):
+            if o != obs_space or a != act_space:
+                raise ValueError(
+                    f"worker {w.index} (envs {w.env_ids}) has spaces {o}, {a}; worker 0 has "
+                    f"{obs_space}, {act_space}: all envs of a vector env need the same spaces"
+                )
+        specs = Buffers.specs(obs_space, act_space, len(env_fns))
+        shm = SharedMemory(create=True, size=Buffers.nbytes(specs))
+        resources.extra.append(lambda: _free_shm(shm))
+        bufs = Buffers.from_buffer(shm.buf, specs)
+        for w in workers:
+            w.attach(shm.name, specs)
+        venv = BatchedVectorEnv(
+            workers,
+            bufs,
+            obs_space,
+            act_space,
+            batch_size=batch_size,
+            copy=copy,
+            step_timeout=step_timeout,
+            restart_on_crash=restart_on_crash,
+            seed=seed,
+            resources=resources,
+            name=name,
+        )
+        venv.shm_name = shm.name  # for diagnostics (and the leak test)
+        return venv
+    except BaseException:
+        resources.release()
+        raise

@@ -1,0 +1,60 @@
+"""The autotune cache and ``backend="auto"``."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from rapidrl.vector import make_vec
+from rapidrl.vector.autotune_cache import autotune_path, cache_key, load_autotune, save_autotune
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAPIDRL_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_save_load_roundtrip(cache_dir):
+    assert load_autotune("pong", 8) is None
+    path = save_autotune("pong", 8, {"backend": "async", "num_workers": 2, "batch_size": 4})
+    assert path == autotune_path() == cache_dir / "autotune.json"
+    save_autotune(
+        "pong", 16, {"backend": "ale", "num_workers": 0, "batch_size": None}, steps_per_s=1
+    )
+    got = load_autotune("pong", 8)
+    assert (got["backend"], got["num_workers"], got["batch_size"]) == ("async", 2, 4)
+    assert load_autotune("pong", 16)["backend"] == "ale"
+    assert load_autotune("breakout", 8) is None
+    data = json.loads(path.read_text())
+    assert cache_key("pong", 8) in data["entries"]
+
+
+def test_corrupt_cache_is_ignored(cache_dir):
+    autotune_path().write_text("{not json")
+    assert load_autotune("pong", 8) is None
+    save_autotune("pong", 8, {"backend": "serial"})
+    assert load_autotune("pong", 8)["backend"] == "serial"
+
+
+def test_auto_uses_cache_entry(cache_dir):
+    save_autotune("CartPole-v1", 2, {"backend": "serial", "num_workers": 1, "batch_size": None})
+    with make_vec("CartPole-v1", 2, "auto") as venv:
+        assert venv.name == "serial vector env"
+        obs, _ = venv.reset(seed=0)
+        assert obs.shape == (2, 4)
+
+
+def test_auto_falls_back_to_hybrid_with_a_message(cache_dir, caplog):
+    with caplog.at_level(logging.WARNING, logger="rapidrl.vector"):
+        venv = make_vec("CartPole-v1", 2, "auto")
+    with venv:
+        assert venv.name == "hybrid vector env"
+        assert "no autotune entry" in caplog.text
+        venv.reset(seed=0)
+        venv.step(np.zeros(2, np.int64))
