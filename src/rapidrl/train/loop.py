@@ -12,7 +12,6 @@ keeps private copies for now.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -200,7 +199,3 @@ def parse_with_resume(
         saved = dataclasses.replace(saved, resume=resume, run_dir=None)
         return parse_config(cls, {"resumed": saved}, argv, prog=prog, default_preset="resumed")
     return parse_config(cls, presets, argv, prog=prog, default_preset=default_preset)
-
-
-def finite_or_nan(x: float) -> float:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else math.nan

@@ -1,0 +1,353 @@
+"""``PPOConfig``: every knob of PPO and recurrent PPO (PPO-LSTM), and of how fast they run.
+
+Units follow the DQN trainer: ``steps`` are agent steps summed over all envs; ``frames`` --
+``max_frames``, the ``frames`` column of ``metrics.csv``, checkpoints, summaries -- are emulator
+frames (``steps * frame_skip``, 4 on Atari; off Atari a step is one frame).
+
+One *update* (CleanRL's "iteration"): collect a rollout of ``num_steps x num_envs`` agent steps,
+compute GAE advantages, then ``epochs`` passes over it in ``minibatches`` minibatches. The
+feed-forward net takes minibatches of shuffled single steps; the recurrent net takes minibatches
+of whole env sequences (``num_envs / minibatches`` envs each) replayed from the LSTM state stored
+at the start of the rollout.
+
+Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``fast``, ``rapidrl train ppo-lstm``
+to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named):
+
+- ``ppo``: the classic Atari settings (Schulman et al. 2017 / CleanRL ``ppo_atari.py``).
+- ``ppo-lstm``: the same with the LSTM (CleanRL ``ppo_atari_lstm.py``), packed sequences.
+- ``fast``: our default, aimed at the shortest wall time to a solved Pong on a 2-core CPU (the
+  reasoning is next to ``PRESETS`` below).
+- ``cartpole``: classic control (CleanRL ``ppo.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+import tyro
+
+from rapidrl.config import ConfigError
+
+__all__ = ["PRESETS", "PPOConfig"]
+
+Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "envpool"]
+SequenceMode = Literal["packed", "loop", "packed_sequence"]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Train PPO or recurrent PPO (--recurrent: an LSTM over whole env sequences, trained with
+    one LSTM call per length bucket instead of one per step). One update = a rollout of
+    num_steps x num_envs agent steps, then epochs x minibatches gradient steps. Frames are
+    emulator frames (agent steps x frame_skip)."""
+
+    # --- environment ------------------------------------------------------------------------
+    env: str = "pong"
+    """Env id or alias: pong, ALE/Pong-v5, CartPole-v1, rapidrl/CartPoleNoVel-v1 (CartPole with
+    the velocities hidden, a memory task), ... (rapidrl envs)."""
+    episodic_life: bool = True
+    """Atari: a lost life ends the learner's episode (terminated: no bootstrap, LSTM state reset)
+    while the game and its score go on. Ignored off Atari."""
+    clip_rewards: bool = True
+    """Atari: learn from sign(reward); episode scores are always the real ones. Ignored off
+    Atari."""
+    noop_max: int = 30
+    """Atari: up to this many no-ops after each game reset (random starts). Ignored off Atari."""
+    sticky_actions: float = 0.0
+    """Atari: ALE repeat_action_probability (0 = the deterministic protocol)."""
+    num_envs: int = 8
+    """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
+    backend: Backend = "auto"
+    """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
+    envs --autotune` (hybrid processes if none); see rapidrl.vector.make_vec. Asynchronous
+    layouts (env_batch_size < num_envs) are supported: see rapidrl.algos.ppo.train."""
+    num_workers: int | None = None
+    """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
+    default."""
+    env_batch_size: int | None = None
+    """Envs returned per vector-env recv (the vector env's batch_size). None: the backend's
+    default (num_envs, synchronous; about half the envs for backend async). Smaller: first-ready
+    batches -- acting on one batch overlaps the stepping of the others. Must divide num_envs."""
+    seed: int = 1
+    """Seeds torch, numpy, action sampling, minibatch shuffling and the envs (env i: seed + i)."""
+
+    # --- network ------------------------------------------------------------------------------
+    recurrent: bool = False
+    """PPO-LSTM: torso -> LSTM -> heads, trained on whole env sequences."""
+    sequence_mode: SequenceMode = "packed"
+    """Recurrent training: packed = split at episode starts, one LSTM call per length bucket
+    (fast); loop = one LSTM call per step (the reference); packed_sequence = one
+    PackedSequence call. All three give the same losses to float rounding."""
+    lstm_hidden: int = 128
+    """LSTM hidden size (recurrent only)."""
+    shared_torso: bool = True
+    """Feed-forward: actor and critic share the torso (Atari). False gives the critic its own
+    torso (classic control). The recurrent net always shares torso and LSTM."""
+    channels_last: bool = False
+    """Atari: the Nature CNN in channels_last memory format (with oneDNN on this 2-core CPU a
+    forward + backward of 256 frames took ~118 ms instead of ~174 ms)."""
+
+    # --- algorithm ----------------------------------------------------------------------------
+    num_steps: int = 128
+    """Agent steps per env per rollout (the horizon T)."""
+    minibatches: int = 4
+    """Minibatches per epoch. Recurrent: num_envs must be a multiple (each minibatch holds
+    num_envs / minibatches whole env sequences)."""
+    epochs: int = 4
+    """Passes over each rollout."""
+    lr: float = 2.5e-4
+    """Adam learning rate (at the start, when annealed)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over lr_anneal_frames."""
+    lr_anneal_frames: int | None = None
+    """Frames over which the learning rate decays to 0. None: max_frames (the budget). Set it
+    explicitly to keep the schedule when a run is stopped and resumed with another max_frames."""
+    adam_eps: float = 1e-5
+    """Adam epsilon (CleanRL's PPO uses 1e-5)."""
+    fused_adam: bool = False
+    """Adam(fused=True): one kernel for the optimizer step (~5x faster step on CPU)."""
+    gamma: float = 0.99
+    """Discount per agent step."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip: float = 0.1
+    """PPO clip coefficient epsilon (also the value clip with clip_vloss)."""
+    clip_vloss: bool = True
+    """Clip the value loss around the rollout's values (CleanRL default)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this (None: no clipping)."""
+    norm_adv: bool = True
+    """Normalize advantages per minibatch."""
+    target_kl: float | None = None
+    """Stop an update's remaining epochs once the mean approx_kl of an epoch exceeds this."""
+
+    # --- speed --------------------------------------------------------------------------------
+    torch_threads: int = 0
+    """Torch threads of the learner; 0: all cores."""
+    act_threads: int = 0
+    """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
+    threads on CPU, and contended threads stall: 2 threads were up to 6x slower than 1 on a busy
+    2-core machine)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Learner device; auto = cuda if available."""
+
+    # --- run ----------------------------------------------------------------------------------
+    max_frames: int = 10_000_000
+    """Stop after the update that reaches this many emulator frames."""
+    max_minutes: float | None = None
+    """Stop after this many minutes of training (all sessions of a resumed run together)."""
+    stop_at_score: float | Literal["auto"] | None = "auto"
+    """Stop when the mean score of the last score_window episodes exceeds this. auto: 18 on
+    Pong (the 'solved' bar), the env's reward_threshold if it registers one (CartPole-v1: 475),
+    else never. None: never."""
+    score_window: int = 100
+    """Episodes in the moving mean used for stop_at_score and return_mean_100."""
+    run_dir: str | None = None
+    """Run directory (default runs/ppo-<env>-<time>, runs/ppo-lstm-<env>-<time>)."""
+    resume: str | None = None
+    """Continue the run in this directory from its newest checkpoint (its config.json gives
+    the defaults; flags still override). See rapidrl.algos.ppo.train for what is exact."""
+    checkpoint_every_seconds: float = 600.0
+    """Checkpoint every this many seconds (at the end of an update; also at the end, and on
+    Ctrl-C)."""
+    checkpoint_every_frames: int | None = None
+    """Also checkpoint every this many frames (deterministic points, e.g. for tests)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk."""
+    log_every_seconds: float = 10.0
+    """A metrics.csv / TensorBoard row every this many seconds, at the end of an update (0: off)."""
+    log_every_frames: int | None = None
+    """Also a row every this many frames (deterministic rows, e.g. for tests)."""
+    tensorboard: bool = True
+    """Write TensorBoard events to <run_dir>/tb."""
+    no_progress: bool = False
+    """No progress bar (it is shown only on a terminal anyway)."""
+    algo: tyro.conf.Suppress[Literal["ppo"]] = "ppo"
+    """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def rollout_steps(self) -> int:
+        """Agent steps per update: ``num_steps * num_envs``."""
+        return self.num_steps * self.num_envs
+
+    def validate(self) -> None:
+        """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
+
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ConfigError(msg)
+
+        if self.algo != "ppo":
+            raise ConfigError(f"algo must be 'ppo' for PPOConfig, got {self.algo!r}")
+        for name in (
+            "num_envs",
+            "num_steps",
+            "minibatches",
+            "epochs",
+            "lstm_hidden",
+            "max_frames",
+            "keep_checkpoints",
+            "score_window",
+        ):
+            v = getattr(self, name)
+            need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"--{_flag(name)} must be an int >= 1, got {v!r}",
+            )
+        need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
+        need(0.0 <= self.sticky_actions <= 1.0, "--sticky-actions must be in [0, 1]")
+        need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
+        need(
+            0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
+        )
+        need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
+        need(self.adam_eps > 0, f"--adam-eps must be > 0, got {self.adam_eps}")
+        need(self.clip > 0, f"--clip must be > 0, got {self.clip}")
+        need(self.ent_coef >= 0, f"--ent-coef must be >= 0, got {self.ent_coef}")
+        need(self.vf_coef >= 0, f"--vf-coef must be >= 0, got {self.vf_coef}")
+        need(
+            self.max_grad_norm is None or self.max_grad_norm > 0,
+            f"--max-grad-norm must be > 0 or None, got {self.max_grad_norm}",
+        )
+        need(
+            self.target_kl is None or self.target_kl > 0,
+            f"--target-kl must be > 0 or None, got {self.target_kl}",
+        )
+        need(
+            self.lr_anneal_frames is None or self.lr_anneal_frames >= 1,
+            f"--lr-anneal-frames must be >= 1 or None, got {self.lr_anneal_frames}",
+        )
+        if self.recurrent:
+            need(
+                self.num_envs % self.minibatches == 0,
+                f"--num-envs ({self.num_envs}) must be a multiple of --minibatches "
+                f"({self.minibatches}) with --recurrent: each minibatch holds whole env "
+                "sequences; change one of them",
+            )
+        else:
+            need(
+                self.rollout_steps >= self.minibatches,
+                f"--minibatches ({self.minibatches}) exceeds the rollout's --num-steps x "
+                f"--num-envs ({self.rollout_steps}) agent steps",
+            )
+        if self.env_batch_size is not None:
+            b = self.env_batch_size
+            need(
+                1 <= b <= self.num_envs and self.num_envs % b == 0,
+                f"--env-batch-size ({b}) must divide --num-envs ({self.num_envs}): a rollout "
+                "waits for whole batches",
+            )
+            need(
+                self.backend != "serial" or b == self.num_envs,
+                "--backend serial is synchronous; for --env-batch-size < --num-envs use "
+                "--backend async (or hybrid, ale, envpool)",
+            )
+        if self.backend == "serial" and self.num_workers not in (None, 1):
+            raise ConfigError(
+                "--backend serial runs every env in one process; drop --num-workers or use "
+                "--backend hybrid"
+            )
+        need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
+        need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
+        need(
+            self.max_minutes is None or self.max_minutes > 0,
+            f"--max-minutes must be > 0 or None, got {self.max_minutes}",
+        )
+        need(self.log_every_seconds >= 0, "--log-every-seconds must be >= 0 (0: off)")
+        need(self.checkpoint_every_seconds > 0, "--checkpoint-every-seconds must be > 0")
+        for name in ("log_every_frames", "checkpoint_every_frames"):
+            v = getattr(self, name)
+            need(v is None or v >= 1, f"--{_flag(name)} must be >= 1 or None, got {v}")
+        if isinstance(self.stop_at_score, str) and self.stop_at_score != "auto":
+            raise ConfigError(
+                f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
+            )
+        if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
+            raise ConfigError(
+                f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
+                "names the run directory to continue"
+            )
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+# The classic Atari settings (Schulman et al. 2017 as in CleanRL's ppo_atari.py): 8 envs x 128
+# steps, 4 minibatches of 256, 4 epochs, Adam 2.5e-4 (eps 1e-5) annealed to 0, clip 0.1 (also
+# for the value loss), entropy 0.01, value 0.5, gamma 0.99, lambda 0.95, grad norm 0.5.
+# Synchronous process workers (hybrid): every rollout is exactly 128 steps of each env.
+_CLASSIC = PPOConfig(
+    env="pong",
+    num_envs=8,
+    backend="hybrid",
+    num_steps=128,
+    minibatches=4,
+    epochs=4,
+    lr=2.5e-4,
+    anneal_lr=True,
+    clip=0.1,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    gamma=0.99,
+    gae_lambda=0.95,
+    max_grad_norm=0.5,
+    max_frames=40_000_000,  # CleanRL: 10M agent steps
+)
+
+PRESETS: dict[str, PPOConfig] = {
+    "ppo": _CLASSIC,
+    # CleanRL's ppo_atari_lstm.py: the classic settings, Nature CNN -> LSTM(512 -> 128); each
+    # of the 4 minibatches holds 2 whole env sequences of 128 steps.
+    "ppo-lstm": dataclasses.replace(_CLASSIC, recurrent=True, sequence_mode="packed"),
+    # fast: the shortest wall time to mean-100 > 18 on Pong we expect from a 2-core CPU.
+    # Where the time goes (MEASUREMENTS.md, per agent step): the env ~0.3 ms of CPU, acting
+    # ~0.27 ms (Nature CNN, batch 8-16), learning ~0.6-0.8 ms per sample per epoch (forward +
+    # backward, minibatches of 256). With 4 epochs the learner is ~75% of the run, so the
+    # levers are (1) learner work per agent step and (2) hiding the env behind acting:
+    # - 3 epochs instead of 4 (the PPO paper's Atari setting): 25% less learner work per step.
+    # - 16 envs x 64 steps: the same 1,024-step rollout, twice the envs (less correlated
+    #   minibatches, GAE over 64 steps is still far beyond 1 / (1 - gamma * lambda) ~ 17).
+    #   Acting batches of 16 cost no more per observation than 8.
+    # - backend auto: the autotuned (possibly first-ready) layout; with env_batch_size < num_envs
+    #   acting on one half overlaps the stepping of the other half.
+    # - channels_last convolutions: a minibatch of 256 ~118 ms instead of ~174 ms (1 thread).
+    # - fused Adam (the optimizer step ~5x faster: ~1.9 ms instead of ~10 ms per minibatch).
+    # - lr 2.5e-4 annealed, clip 0.1, the rest classic: the settings known to solve Pong.
+    # Not measured end to end yet (a full Pong run is hours on 2 cores): a cost model, not a
+    # benchmark.
+    "fast": dataclasses.replace(
+        _CLASSIC,
+        num_envs=16,
+        num_steps=64,
+        epochs=3,
+        backend="auto",
+        channels_last=True,
+        fused_adam=True,
+        max_frames=20_000_000,
+    ),
+    # Classic control (CleanRL ppo.py): 4 envs x 128 steps in this process, 4 minibatches of
+    # 128, 4 epochs, lr 2.5e-4 annealed, clip 0.2, separate actor and critic MLPs (64-64 tanh).
+    "cartpole": PPOConfig(
+        env="CartPole-v1",
+        num_envs=4,
+        backend="serial",
+        num_steps=128,
+        minibatches=4,
+        epochs=4,
+        lr=2.5e-4,
+        clip=0.2,
+        ent_coef=0.01,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        shared_torso=False,
+        max_frames=500_000,
+    ),
+}

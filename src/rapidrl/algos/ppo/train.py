@@ -1,0 +1,861 @@
+"""The PPO / PPO-LSTM trainer: ``train(cfg) -> summary``; reads top to bottom like CleanRL's
+``ppo_atari.py`` and ``ppo_atari_lstm.py`` in one loop.
+
+Each update: (1) set the annealed learning rate; (2) collect a rollout of ``num_steps x
+num_envs`` agent steps through the vector API; (3) bootstrap values and GAE
+(:func:`rapidrl.algos.ppo.gae`); (4) ``epochs`` passes of minibatch PPO steps
+(:func:`update_policy`); (5) log, checkpoint, check the stop conditions (solved, max_frames,
+max_minutes, Ctrl-C).
+
+Rollout layout and truncation
+-----------------------------
+Time-major buffers ``[T, N]``. ``obs[t, i]`` is what env ``i`` showed before its ``t``-th action of
+the rollout, ``starts[t, i]`` whether that observation opened an episode (the env's
+``terminated | truncated`` of the step before; at ``t = 0`` carried over from the previous
+rollout). With the same-step autoreset of the vector API, the observation returned by a step that
+ended an episode is already the next episode's first one, so where ``truncated`` (a time limit)
+the trainer evaluates ``V(infos["final_obs"])`` right away and GAE bootstraps from it; where
+``terminated`` nothing is bootstrapped. For the LSTM that value is ``net.value(final_obs, store,
+env_ids)``: the ended episode's state, read before the next ``act`` resets it.
+
+Recurrent training
+------------------
+The LSTM state of every env at the start of the rollout is stored. Minibatches are groups of
+whole env sequences (``num_envs / minibatches`` envs), replayed from their stored states with
+``RecurrentActorCritic.evaluate``; ``sequence_mode="packed"`` splits them at episode starts and
+runs one LSTM call per length bucket instead of one per step (``rapidrl.nets.recurrent``).
+
+Asynchronous vector envs (``env_batch_size < num_envs``)
+--------------------------------------------------------
+``recv`` then returns the first ready ``B`` envs, not all of them, so a rollout is assembled per
+env. Every env has a write position ``lengths[i]``. At the start of a rollout all envs are idle:
+the trainer acts on all ``N`` and sends. Then, for each ``recv``: the returned envs' rewards and
+flags go into their own positions, the positions advance, and the trainer acts on the returned
+observations and sends right away -- while the rollout's budget of ``num_steps x num_envs``
+actions lasts. After that, returned envs are held until every action sent has come back (a
+*drain*: ``N / B`` more recvs), so at the update every env is idle again, and every stored step
+was chosen by the current policy (no policy lag, no importance correction needed). The rollout
+holds exactly ``num_steps x num_envs`` steps, but per env between about ``num_steps - k`` and
+``num_steps + k``: envs that step faster contribute more. GAE runs per env up to its own length
+(its last step bootstraps from the value of the observation it holds); the buffers have room for
+``num_steps x num_envs / B`` steps per env (the most one env can get) and the padding is masked
+out of the loss. A synchronous vector env is the special case ``B = N``: every env gets exactly
+``num_steps`` steps, no padding -- the classic PPO rollout.
+
+Resume (``--resume RUN_DIR``) -- what is exact and what is not
+--------------------------------------------------------------
+Checkpoints are taken between updates. Exact: the network, the Adam state, the counters, the
+episode window and best mean, the training clock, the metric accumulators and every RNG (Python,
+NumPy, torch, the action-sampling and minibatch generators). Not exact: the envs, whose emulator
+state is not saved: on resume they restart from seeds derived from the step counter (fresh
+episodes, LSTM states zero). So a stopped run's checkpoint equals the uninterrupted run's at the
+same frame bit for bit (CPU, same thread count), resuming the same checkpoint twice gives the same
+run, and after the checkpoint the resumed run plays other episodes than the uninterrupted one
+would have. With ``anneal_lr`` the schedule follows ``lr_anneal_frames`` (default ``max_frames``):
+resuming with a larger ``max_frames`` stretches it unless ``lr_anneal_frames`` is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from rapidrl.algos.ppo.config import PRESETS, PPOConfig
+from rapidrl.algos.ppo.gae import gae
+from rapidrl.algos.ppo.losses import ppo_loss
+from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
+from rapidrl.config import ConfigError
+from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
+from rapidrl.nets.recurrent import RecurrentActorCritic
+from rapidrl.train import (
+    Checkpointer,
+    CheckpointError,
+    EpisodeTracker,
+    MetricsLogger,
+    Progress,
+    RunClock,
+    RunDir,
+    StopOnInterrupt,
+    config_from_dict,
+    plot_learning_curve,
+    seed_everything,
+    write_summary,
+)
+from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+from rapidrl.train.loop import (
+    Every,
+    atari_env_options,
+    cpu_count,
+    parse_with_resume,
+    resolve_device,
+    resolve_stop_score,
+    restart_env_seed,
+    stop_reason,
+)
+
+__all__ = [
+    "LSTM_PRESETS",
+    "LogEvent",
+    "RolloutBatch",
+    "env_options",
+    "eval_policy",
+    "main_ppo",
+    "main_ppo_lstm",
+    "make_policy",
+    "parse_ppo_args",
+    "rollout_advantages",
+    "train",
+    "update_policy",
+]
+
+# Fields that may change on resume without changing what the checkpoint means.
+RESUME_IGNORE_FIELDS = (
+    *DEFAULT_IGNORE_FIELDS,
+    "max_minutes",
+    "backend",
+    "num_workers",
+    "env_batch_size",
+    "act_threads",
+    "sequence_mode",  # the three modes compute the same function
+    "fused_adam",  # the same Adam state either way
+    "tensorboard",
+    "score_window",
+)
+
+LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "old_approx_kl", "clipfrac")
+METRIC_COLUMNS = (
+    "length_mean_100",
+    "return_best_mean_100",
+    *LOSS_KEYS,
+    "explained_variance",
+    "lr",
+    "steps",
+    "updates",
+    "grad_steps",
+    "rollout_s",
+    "update_s",
+)
+
+# ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
+LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Small pieces
+# --------------------------------------------------------------------------------------------
+@dataclass
+class LogEvent:
+    """What ``train(..., on_log=fn)`` hands ``fn`` after every metrics row; ``fn`` returning True
+    stops the run like Ctrl-C (checkpoint, summary)."""
+
+    frames: int
+    row: dict[str, Any]
+    run_dir: Path
+
+
+def env_options(cfg: PPOConfig, is_atari: bool) -> dict[str, Any]:
+    """The ``make_env`` options of this config (the Atari switches apply to Atari ids only)."""
+    return atari_env_options(
+        is_atari,
+        episodic_life=cfg.episodic_life,
+        clip_rewards=cfg.clip_rewards,
+        noop_max=cfg.noop_max,
+        sticky_actions=cfg.sticky_actions,
+    )
+
+
+def make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+    """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``."""
+    if cfg.recurrent:
+        net = RecurrentActorCritic(
+            tuple(obs_shape),
+            int(num_actions),
+            hidden_size=cfg.lstm_hidden,
+            sequence_mode=cfg.sequence_mode,
+        )
+        orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
+        if cfg.channels_last and len(obs_shape) == 3:
+            net.torso.to(memory_format=torch.channels_last)
+            net.torso.register_forward_pre_hook(_to_channels_last)
+        return net
+    return ActorCritic(
+        tuple(obs_shape),
+        int(num_actions),
+        shared_torso=cfg.shared_torso,
+        channels_last=cfg.channels_last,
+    )
+
+
+def _to_channels_last(module: nn.Module, args: tuple) -> tuple:
+    return (args[0].contiguous(memory_format=torch.channels_last), *args[1:])
+
+
+def _seed_of(*keys: int) -> int:
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)
+
+
+class RolloutBatch(NamedTuple):
+    """One rollout, time-major ``[T, N]`` (``T`` = the longest env sequence of the rollout)."""
+
+    obs: torch.Tensor  # [T, N, *obs_shape]
+    actions: torch.Tensor  # [T, N] int64
+    logprobs: torch.Tensor  # [T, N]
+    values: torch.Tensor  # [T, N]
+    advantages: torch.Tensor  # [T, N]
+    returns: torch.Tensor  # [T, N]
+    starts: torch.Tensor  # [T, N] bool: obs[t] opens an episode
+    valid: torch.Tensor  # [T, N] bool: t < lengths[n] (False only with async envs)
+    lengths: torch.Tensor  # [N] int64, on the CPU
+    init_state: tuple[torch.Tensor, torch.Tensor] | None  # LSTM (h, c) [L, N, H] at t = 0
+
+
+# --------------------------------------------------------------------------------------------
+# Advantages of a rollout whose envs may have different lengths
+# --------------------------------------------------------------------------------------------
+def rollout_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    trunc_values: torch.Tensor,
+    lengths: torch.Tensor,
+    boot_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GAE over ``[T, N]`` buffers where env ``n`` holds ``lengths[n] <= T`` steps.
+
+    ``next_values[t]`` = ``V(s_{t+1})`` of the same episode: ``values[t + 1]``; at an env's last
+    step ``boot_values[n]`` (the value of the observation it holds after the rollout); where
+    ``truncated``, ``trunc_values`` (``V(final_obs)``). An env's last step ends its lambda-trace
+    (marked as a cut for :func:`rapidrl.algos.ppo.gae`, which then bootstraps from
+    ``next_values``). Returns ``(advantages, returns, valid)``; entries past an env's length are
+    padding (``valid`` False) and hold no meaningful value.
+    """
+    t_len, n_env = values.shape
+    env = torch.arange(n_env, device=values.device)
+    last = lengths.to(values.device) - 1
+    next_values = torch.zeros_like(values)
+    next_values[:-1] = values[1:]
+    next_values[last, env] = boot_values.to(values.dtype)
+    next_values = torch.where(truncated, trunc_values, next_values)
+    valid = torch.arange(t_len, device=values.device)[:, None] < lengths.to(values.device)[None]
+    cut = truncated | ~valid
+    cut[last, env] = True
+    advantages, returns = gae(rewards, values, next_values, terminated, cut, gamma, lam)
+    return advantages, returns, valid
+
+
+# --------------------------------------------------------------------------------------------
+# The update phase: epochs x minibatches of PPO steps on one rollout
+# --------------------------------------------------------------------------------------------
+def update_policy(
+    net: nn.Module,
+    opt: torch.optim.Optimizer,
+    batch: RolloutBatch,
+    cfg: PPOConfig,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """Run ``cfg.epochs`` passes of ``cfg.minibatches`` PPO steps; return the mean of each loss
+    term over the steps taken and ``grad_steps``.
+
+    Feed-forward: minibatches of shuffled single steps. Recurrent: minibatches of whole env
+    sequences (``num_envs / minibatches`` envs, shuffled each epoch) replayed from the stored
+    initial state in ``net.sequence_mode``. ``generator`` (CPU) draws the shuffles.
+    """
+    sums = dict.fromkeys(LOSS_KEYS, 0.0)
+    steps = 0
+    device = batch.values.device
+    valid = batch.valid
+    all_valid = bool(valid.all())
+
+    def step(losses: dict[str, torch.Tensor]) -> None:
+        nonlocal steps
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        if cfg.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+        opt.step()
+        for k in LOSS_KEYS:
+            sums[k] += float(losses[k].detach())
+        steps += 1
+
+    def loss_of(logprob, entropy, values, old_logprob, old_values, adv, ret):
+        return ppo_loss(
+            logprob,
+            old_logprob,
+            adv,
+            values,
+            old_values,
+            ret,
+            entropy,
+            clip_coef=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+            clip_vloss=cfg.clip_vloss,
+            norm_adv=cfg.norm_adv,
+        )
+
+    if not cfg.recurrent:
+        if all_valid:
+            flat = [x.reshape(-1, *x.shape[2:]) for x in batch[:6]]
+        else:
+            flat = [x[valid] for x in batch[:6]]
+        obs, actions, logprobs, values, adv, ret = flat
+        n = obs.shape[0]
+    for _epoch in range(cfg.epochs):
+        kl_sum, kl_n = 0.0, 0
+        if cfg.recurrent:
+            envs_perm = torch.randperm(batch.obs.shape[1], generator=generator)
+            for envs in envs_perm.tensor_split(cfg.minibatches):
+                t_len = int(batch.lengths[envs].max())
+                e = envs.to(device)
+                out = net.evaluate(
+                    batch.obs[:t_len, e],
+                    batch.starts[:t_len, e],
+                    (batch.init_state[0][:, e], batch.init_state[1][:, e]),
+                    batch.actions[:t_len, e],
+                )
+                if all_valid:
+                    pick = torch.Tensor.flatten
+                else:
+                    mask = valid[:t_len, e]
+
+                    def pick(x, mask=mask):
+                        return x[mask]
+
+                losses = loss_of(
+                    pick(out.logprob),
+                    pick(out.entropy),
+                    pick(out.values),
+                    pick(batch.logprobs[:t_len, e]),
+                    pick(batch.values[:t_len, e]),
+                    pick(batch.advantages[:t_len, e]),
+                    pick(batch.returns[:t_len, e]),
+                )
+                step(losses)
+                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
+        else:
+            perm = torch.randperm(n, generator=generator).to(device)
+            for idx in perm.tensor_split(cfg.minibatches):
+                out = net.evaluate(obs[idx], actions[idx])
+                losses = loss_of(
+                    out.logprob,
+                    out.entropy,
+                    out.values,
+                    logprobs[idx],
+                    values[idx],
+                    adv[idx],
+                    ret[idx],
+                )
+                step(losses)
+                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
+        if cfg.target_kl is not None and kl_sum / max(kl_n, 1) > cfg.target_kl:
+            break
+    out = {k: v / max(steps, 1) for k, v in sums.items()}
+    out["grad_steps"] = steps
+    return out
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(R - V) / Var(R)``: 1 = the critic predicts the returns, <= 0 = no better than a
+    constant (NaN when the returns do not vary)."""
+    var = returns.var()
+    if returns.numel() < 2 or float(var) == 0.0:
+        return math.nan
+    return float(1.0 - (returns - values).var() / var)
+
+
+# --------------------------------------------------------------------------------------------
+# The trainer
+# --------------------------------------------------------------------------------------------
+def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
+    """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
+    from rapidrl.envs import make_env, resolve_env
+    from rapidrl.vector import make_vec
+
+    cfg.validate()
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    stop_score = resolve_stop_score(cfg.stop_at_score, info)
+    name = "ppo-lstm" if cfg.recurrent else "ppo"
+    resuming = cfg.resume is not None
+    run = RunDir.create(cfg.resume or cfg.run_dir, algo=name, env_id=info.env_id, resume=resuming)
+    run.save_config(cfg)
+    device = resolve_device(cfg.device)
+    threads_before = torch.get_num_threads()
+    learn_threads = cfg.torch_threads or cpu_count()
+    torch.set_num_threads(learn_threads)
+
+    # Seeding: torch/numpy/python globals, then one generator per consumer.
+    seed_everything(cfg.seed)
+    act_gen = torch.Generator(device=device).manual_seed(_seed_of(cfg.seed, 1))
+    mb_gen = torch.Generator().manual_seed(_seed_of(cfg.seed, 2))
+
+    # Spaces from one probe env.
+    probe = make_env(cfg.env, **options)
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
+    if not hasattr(act_space, "n"):
+        raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
+    obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
+
+    # Network and optimizer.
+    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
+    anneal_frames = cfg.lr_anneal_frames or cfg.max_frames
+
+    # Counters: everything the schedules and the metric rows depend on (saved in checkpoints).
+    c: dict[str, Any] = {
+        "steps": 0,  # agent steps, all envs
+        "updates": 0,  # rollouts collected and trained on
+        "grad_steps": 0,
+        "acc": _zero_acc(),  # sums since the last metrics row
+    }
+    log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
+    ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
+    tracker = EpisodeTracker(stop_score, window=cfg.score_window)
+    clock = RunClock()
+    ckpt = Checkpointer(
+        run.checkpoints,
+        algo="ppo",
+        config=cfg,
+        keep=cfg.keep_checkpoints,
+        ignore_fields=RESUME_IGNORE_FIELDS,
+    )
+    if resuming:
+        state = ckpt.load_latest()  # on the CPU: generator states must stay there
+        state.restore(net=net, optim=opt, tracker=tracker, clock=clock)
+        c.update(copy.deepcopy(state.state["counters"]))
+        log_every.load_state_dict(c.pop("log_every"))
+        ckpt_every.load_state_dict(c.pop("ckpt_every"))
+        act_gen.set_state(state.state["generators"]["act"])
+        mb_gen.set_state(state.state["generators"]["minibatch"])
+        state.restore_rng()
+        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
+    tracker.stop_at_score = stop_score
+
+    def save(frames: int) -> None:
+        counters = copy.deepcopy(c)
+        counters["log_every"] = log_every.state_dict()
+        counters["ckpt_every"] = ckpt_every.state_dict()
+        ckpt.save(
+            frames,
+            {
+                "net": net,
+                "optim": opt,
+                "tracker": tracker,
+                "clock": clock,
+                "counters": counters,
+                "generators": {"act": act_gen.get_state(), "minibatch": mb_gen.get_state()},
+            },
+        )
+
+    # Envs. A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing this package, so
+    # process workers get a factory that registers it there first.
+    backend = cfg.backend
+    if backend == "auto" and cfg.num_envs == 1:
+        backend = "serial"
+    env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
+    envs = log = bar = None
+    summary: dict[str, Any] = {}
+    try:
+        try:
+            envs = make_vec(
+                env_arg,
+                cfg.num_envs,
+                backend,
+                num_workers=cfg.num_workers,
+                batch_size=cfg.env_batch_size,
+                env_options=options if isinstance(env_arg, str) else None,
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        N, T, B = cfg.num_envs, cfg.num_steps, envs.batch_size
+        if N % B:
+            raise ConfigError(
+                f"the {backend} vector env returns batches of {B} envs, which do not divide "
+                f"--num-envs {N}; set --env-batch-size to a divisor of {N}"
+            )
+        synchronous = B == N
+        act_threads = cfg.act_threads or 1
+        next_obs, _ = envs.reset(seed=restart_env_seed(cfg.seed, c["steps"]))
+        next_start = np.ones(N, dtype=bool)  # every env begins an episode
+        store = net.initial_state(N, device) if cfg.recurrent else None
+
+        # Rollout buffers, time-major. An env gets at most one step per recv: T * N / B steps.
+        t_max = T if synchronous else T * N // B
+        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
+        obs_buf = torch.zeros((t_max, N, *obs_shape), dtype=obs_dtype, device=device)
+        actions_buf = torch.zeros((t_max, N), dtype=torch.long, device=device)
+        logp_buf = torch.zeros((t_max, N), device=device)
+        values_buf = torch.zeros((t_max, N), device=device)
+        rewards_buf = torch.zeros((t_max, N), device=device)
+        term_buf = torch.zeros((t_max, N), dtype=torch.bool, device=device)
+        trunc_buf = torch.zeros((t_max, N), dtype=torch.bool, device=device)
+        starts_buf = torch.zeros((t_max, N), dtype=torch.bool, device=device)
+        trunc_values = torch.zeros((t_max, N), device=device)  # V(final_obs) where truncated
+        lengths = np.zeros(N, dtype=np.int64)  # steps of each env in this rollout so far
+
+        def act_and_send(ids: np.ndarray) -> None:
+            """Act on the held observations of envs ``ids``, store, send the actions."""
+            nonlocal store
+            pos = torch.as_tensor(lengths[ids], device=device)
+            ids_t = torch.as_tensor(ids, device=device)
+            obs = torch.as_tensor(next_obs[ids], device=device)
+            start = torch.as_tensor(next_start[ids], device=device)
+            with torch.no_grad(), _threads(act_threads):
+                if cfg.recurrent:
+                    out = net.act(obs, store, ids_t, start, generator=act_gen)
+                    store = out.state
+                else:
+                    out = net.act(obs, generator=act_gen)
+            obs_buf[pos, ids_t] = obs
+            starts_buf[pos, ids_t] = start
+            actions_buf[pos, ids_t] = out.action
+            logp_buf[pos, ids_t] = out.logprob
+            values_buf[pos, ids_t] = out.value
+            envs.send(out.action.cpu().numpy(), ids)
+
+        log = MetricsLogger(
+            run.metrics_csv,
+            run.tb if cfg.tensorboard else None,
+            columns=METRIC_COLUMNS,
+            resume_frames=c["steps"] * frame_skip if resuming else None,
+        )
+        if not resuming:
+            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
+        bar = Progress(
+            cfg.max_frames,
+            initial=c["steps"] * frame_skip,
+            enabled=False if cfg.no_progress else None,
+            desc=f"{name} {info.env_id}",
+        )
+        session_start = (time.monotonic(), c["steps"])
+        last_row_frames = None
+        clock.fps(c["steps"] * frame_skip)
+        reason = None
+        callback_stop = False
+
+        with StopOnInterrupt() as stop:
+            while True:
+                frames = c["steps"] * frame_skip
+                reason = stop_reason(
+                    interrupted=stop.requested or callback_stop,
+                    solved=tracker.solved and stop_score is not None,
+                    frames=frames,
+                    max_frames=cfg.max_frames,
+                    seconds=clock.seconds,
+                    max_minutes=cfg.max_minutes,
+                )
+                if reason:
+                    if callback_stop and not stop.requested:
+                        reason = "callback"
+                    break
+
+                # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
+                lr = cfg.lr
+                if cfg.anneal_lr:
+                    lr = cfg.lr * max(0.0, 1.0 - frames / anneal_frames)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+
+                # 2. Rollout: num_steps x num_envs agent steps (see the module docstring for
+                #    how an asynchronous vector env's batches are assembled).
+                t0 = time.perf_counter()
+                init_state = store  # the LSTM state before step 0 (act() is out of place)
+                lengths[:] = 0
+                act_and_send(np.arange(N))
+                sent, received = N, 0
+                while received < cfg.rollout_steps:
+                    obs, rewards, terminated, truncated, infos, ids = envs.recv()
+                    pos = torch.as_tensor(lengths[ids], device=device)
+                    ids_t = torch.as_tensor(ids, device=device)
+                    rewards_buf[pos, ids_t] = torch.as_tensor(rewards, device=device).float()
+                    term_buf[pos, ids_t] = torch.as_tensor(terminated, device=device)
+                    trunc_buf[pos, ids_t] = torch.as_tensor(truncated, device=device)
+                    # A time limit: bootstrap from V(final_obs) -- for the LSTM from the ended
+                    # episode's state, before act() below resets it for the new episode.
+                    cut = truncated & ~terminated
+                    if cut.any():
+                        cut_t = torch.as_tensor(cut, device=device)
+                        final = torch.as_tensor(infos["final_obs"][cut], device=device)
+                        with torch.no_grad(), _threads(act_threads):
+                            if cfg.recurrent:
+                                v = net.value(final, store, ids_t[cut_t])
+                            else:
+                                v = net.value(final)
+                        trunc_values[pos[cut_t], ids_t[cut_t]] = v
+                    lengths[ids] += 1
+                    next_obs[ids] = obs
+                    next_start[ids] = terminated | truncated
+                    received += len(ids)
+                    c["steps"] += len(ids)
+                    frames = c["steps"] * frame_skip
+                    tracker.update(infos, frames, clock.seconds)
+                    bar.update(frames, tracker, upd=c["updates"])
+                    if sent < cfg.rollout_steps:  # else hold the env until the update is done
+                        act_and_send(ids)
+                        sent += len(ids)
+                rollout_s = time.perf_counter() - t0
+
+                # 3. Advantages: GAE per env up to its own length, bootstrapped from the value
+                #    of the observation each env holds now.
+                t1 = time.perf_counter()
+                t_len = int(lengths.max())
+                with torch.no_grad():
+                    held = torch.as_tensor(next_obs, device=device)
+                    boot = net.value(held, store) if cfg.recurrent else net.value(held)
+                values = values_buf[:t_len]
+                lengths_t = torch.tensor(lengths)  # a copy: `lengths` is reused
+                advantages, returns, valid = rollout_advantages(
+                    rewards_buf[:t_len],
+                    values,
+                    term_buf[:t_len],
+                    trunc_buf[:t_len],
+                    trunc_values[:t_len],
+                    lengths_t.to(device),
+                    boot,
+                    cfg.gamma,
+                    cfg.gae_lambda,
+                )
+                batch = RolloutBatch(
+                    obs_buf[:t_len],
+                    actions_buf[:t_len],
+                    logp_buf[:t_len],
+                    values,
+                    advantages,
+                    returns,
+                    starts_buf[:t_len],
+                    valid,
+                    lengths_t,
+                    init_state,
+                )
+
+                # 4. PPO epochs.
+                stats = update_policy(net, opt, batch, cfg, mb_gen)
+                ev = explained_variance(values[valid], returns[valid])
+                update_s = time.perf_counter() - t1
+                c["updates"] += 1
+                c["grad_steps"] += stats["grad_steps"]
+                acc = c["acc"]
+                for k in LOSS_KEYS:
+                    acc[k] += stats[k]
+                acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
+                acc["ev_n"] += 0 if math.isnan(ev) else 1
+                acc["n"] += 1
+                acc["rollout_s"] += rollout_s
+                acc["update_s"] += update_s
+
+                # 5. Metrics row and checkpoint, by seconds and/or frames.
+                frames = c["steps"] * frame_skip
+                if log_every.due(frames):
+                    log_every.mark(frames)
+                    last_row_frames = frames
+                    row = _metrics_row(c, tracker, clock, frames, lr)
+                    log.log(frames, row)
+                    if on_log is not None and on_log(LogEvent(frames, row, run.path)):
+                        callback_stop = True
+                bar.update(frames, tracker, upd=c["updates"])
+                if ckpt_every.due(frames):
+                    ckpt_every.mark(frames)
+                    save(frames)
+
+        # The end: a last checkpoint and row, the summary and the learning curve.
+        frames = c["steps"] * frame_skip
+        save(frames)
+        if frames != last_row_frames:
+            log.log(frames, _metrics_row(c, tracker, clock, frames, lr_now(opt)))
+        session_s = time.monotonic() - session_start[0]
+        session_frames = (c["steps"] - session_start[1]) * frame_skip
+        write_summary(
+            run.summary_json,
+            frames=frames,
+            seconds=clock.seconds,
+            tracker=tracker,
+            extra={
+                "algo": "ppo",
+                "recurrent": cfg.recurrent,
+                "env": info.env_id,
+                "stop_reason": reason,
+                "steps": c["steps"],
+                "updates": c["updates"],
+                "grad_steps": c["grad_steps"],
+                "frames_per_second": session_frames / session_s if session_s > 0 else None,
+                "device": str(device),
+                "run_dir": str(run.path),
+            },
+        )
+        summary = json.loads(run.summary_json.read_text())
+    finally:
+        if log is not None:
+            log.close()
+        if bar is not None:
+            bar.close()
+        if envs is not None:
+            envs.close()
+        torch.set_num_threads(threads_before)
+    try:
+        plot_learning_curve(
+            run.metrics_csv,
+            run.learning_curve_png,
+            title=f"{name.upper()} {info.env_id}",
+            stop_at_score=stop_score,
+        )
+    except Exception as exc:  # a plot must never lose a finished run
+        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
+    return summary
+
+
+def lr_now(opt: torch.optim.Optimizer) -> float:
+    return float(opt.param_groups[0]["lr"])
+
+
+def _zero_acc() -> dict[str, float]:
+    acc = dict.fromkeys(LOSS_KEYS, 0.0)
+    acc.update(explained_variance=0.0, ev_n=0, n=0, rollout_s=0.0, update_s=0.0)
+    return acc
+
+
+def _metrics_row(c, tracker, clock, frames, lr) -> dict[str, Any]:
+    acc = c["acc"]
+    n = acc["n"]
+    row = {
+        "seconds": clock.seconds,
+        "fps": clock.fps(frames),
+        **tracker.metrics(),
+        **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
+        "explained_variance": acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan,
+        "lr": lr,
+        "steps": c["steps"],
+        "updates": c["updates"],
+        "grad_steps": c["grad_steps"],
+        "rollout_s": acc["rollout_s"] / n if n else math.nan,
+        "update_s": acc["update_s"] / n if n else math.nan,
+    }
+    c["acc"] = _zero_acc()
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation: the PPO policy loader of ``rapidrl eval``
+# --------------------------------------------------------------------------------------------
+class RecurrentPolicy:
+    """Greedy PPO-LSTM policy for one stream of observations: keeps the LSTM state between
+    calls. ``reset()`` starts a new episode (zero state)."""
+
+    def __init__(self, net: RecurrentActorCritic, device: str):
+        self.net, self.device = net, device
+        self.state = None
+        self.new_episode = True
+
+    def reset(self) -> None:
+        self.state = None
+        self.new_episode = True
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        obs_t = torch.as_tensor(np.asarray(obs), device=self.device)
+        n = obs_t.shape[0]
+        if self.state is None or self.state[0].shape[1] != n:
+            self.state = self.net.initial_state(n, self.device)
+        start = torch.full((n,), self.new_episode, dtype=torch.bool, device=self.device)
+        with torch.no_grad():
+            out = self.net.act(obs_t, self.state, None, start, deterministic=True)
+        self.state, self.new_episode = out.state, False
+        return out.action.cpu().numpy()
+
+
+def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
+    """``rapidrl eval`` loader: the greedy (argmax) policy of a PPO or PPO-LSTM checkpoint.
+
+    Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``. For the
+    LSTM ``act`` is a :class:`RecurrentPolicy` that carries its state from call to call; call
+    ``act.reset()`` at each new episode.
+    """
+    from rapidrl.envs import make_env, resolve_env
+
+    cfg = config_from_dict(PPOConfig, config)
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    probe = make_env(cfg.env, **options)
+    obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
+    probe.close()
+    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    net.load_state_dict(ckpt.state["net"])
+    net.eval()
+    if cfg.recurrent:
+        return RecurrentPolicy(net, device), cfg.env, options
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            logits, _ = net(torch.as_tensor(np.asarray(obs), device=device))
+        return logits.argmax(-1).cpu().numpy()
+
+    return act, cfg.env, options
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: rapidrl train ppo / rapidrl train ppo-lstm
+# --------------------------------------------------------------------------------------------
+def parse_ppo_args(
+    argv: Sequence[str], prog: str, default_preset: str, presets: dict[str, PPOConfig] = PRESETS
+) -> PPOConfig:
+    """``--preset NAME`` + field flags -> ``PPOConfig``; ``--resume RUN_DIR`` takes the run's own
+    config as the defaults."""
+    return parse_with_resume(
+        PPOConfig, presets, argv, prog=prog, default_preset=default_preset, algo="ppo"
+    )
+
+
+def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
+    cfg = parse_ppo_args(argv, prog, default_preset, presets)
+    try:
+        summary = train(cfg)
+    except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
+        raise ConfigError(str(exc)) from exc
+    mean = summary.get("return_mean_100")
+    print(
+        f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "
+        f"min, {summary['episodes']} episodes, mean-100 "
+        f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
+    )
+    return 0
+
+
+def main_ppo(argv: Sequence[str]) -> int:
+    """``rapidrl train ppo [--preset fast|ppo|ppo-lstm|cartpole] [--FIELD VALUE ...]``
+    (default: fast)."""
+    return _main(argv, "rapidrl train ppo", "fast", PRESETS)
+
+
+def main_ppo_lstm(argv: Sequence[str]) -> int:
+    """``rapidrl train ppo-lstm [--preset NAME] [--FIELD VALUE ...]``: PPO with the LSTM on in
+    every preset (default: ppo-lstm)."""
+    return _main(argv, "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)

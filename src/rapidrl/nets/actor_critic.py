@@ -1,0 +1,139 @@
+"""Feed-forward actor-critic for PPO: ``torso -> (actor logits, critic value)``, discrete actions.
+
+The same calls as :class:`rapidrl.nets.recurrent.RecurrentActorCritic` minus the state, so one
+trainer drives both: ``act(obs)`` for rollouts (sample, log-prob, value), ``value(obs)`` for the
+bootstrap of a time-limit end, ``evaluate(obs, actions)`` for the loss.
+
+Initialization follows CleanRL's PPO (``layer_init``): orthogonal weights with gain sqrt(2) in the
+torso (``orthogonal_init``, also applied to the recurrent net's torso by the trainer), 0.01 on the
+policy head (near-uniform first policy), 1 on the value head, zero biases.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from rapidrl.algos.ppo.losses import categorical_entropy, categorical_logprob
+from rapidrl.nets.torso import make_torso
+
+__all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
+
+
+class FFActOutput(NamedTuple):
+    action: torch.Tensor  # [n] int64
+    logprob: torch.Tensor  # [n]
+    value: torch.Tensor  # [n]
+    logits: torch.Tensor  # [n, A]
+
+
+class FFEvalOutput(NamedTuple):
+    logprob: torch.Tensor  # [n]
+    entropy: torch.Tensor  # [n]
+    values: torch.Tensor  # [n]
+
+
+def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
+    """Orthogonal weights (``gain``) and zero biases for every Linear/Conv2d inside ``module``."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            nn.init.orthogonal_(m.weight, gain)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    return module
+
+
+def _head(in_dim: int, out_dim: int, std: float) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """``torso -> actor logits [n, A]`` and ``-> critic value [n]``.
+
+    Args:
+        obs_shape: ``(C, 84, 84)`` uint8 frame stacks (Nature CNN, pixels scaled inside) or
+            ``(D,)`` vectors (MLP), see :func:`rapidrl.nets.torso.make_torso`.
+        num_actions: discrete actions ``A``.
+        torso: a custom torso mapping ``[n, *obs_shape]`` to ``[n, torso.out_dim]``.
+        shared_torso: one torso for both heads (Atari). ``False`` gives the critic its own copy
+            (CleanRL's classic-control network): the value loss then cannot disturb the policy
+            features.
+        orthogonal: CleanRL's initialization (see the module docstring).
+        channels_last: run the convolutions in ``torch.channels_last`` (faster with oneDNN on
+            some CPUs); inputs are converted in ``forward``.
+    """
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        *,
+        torso: nn.Module | None = None,
+        shared_torso: bool = True,
+        orthogonal: bool = True,
+        channels_last: bool = False,
+    ):
+        super().__init__()
+        self.obs_shape = tuple(obs_shape)
+        self.num_actions = int(num_actions)
+        self.torso = make_torso(self.obs_shape) if torso is None else torso
+        if orthogonal:
+            orthogonal_init(self.torso)
+        self.critic_torso = None if shared_torso else copy.deepcopy(self.torso)
+        if self.critic_torso is not None and orthogonal:
+            orthogonal_init(self.critic_torso)  # its own draw, not a copy of the actor's
+        feat = int(self.torso.out_dim)
+        self.actor = _head(feat, self.num_actions, 0.01)
+        self.critic = _head(feat, 1, 1.0)
+        self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
+        if self.channels_last:
+            self.to(memory_format=torch.channels_last)
+
+    def _in(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.channels_last and obs.dim() == 4:
+            return obs.contiguous(memory_format=torch.channels_last)
+        return obs
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [n, A], values [n])``."""
+        obs = self._in(obs)
+        h = self.torso(obs)
+        hv = h if self.critic_torso is None else self.critic_torso(obs)
+        return self.actor(h), self.critic(hv).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs) [n]`` (the bootstrap of a time-limit end: ``value(final_obs)``)."""
+        obs = self._in(obs)
+        h = self.torso(obs) if self.critic_torso is None else self.critic_torso(obs)
+        return self.critic(h).squeeze(-1)
+
+    def act(
+        self,
+        obs: torch.Tensor,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> FFActOutput:
+        """Sample (or, ``deterministic``, take the greedy) action for each row of ``obs``; call
+        under ``torch.no_grad()``."""
+        logits, value = self(obs)
+        if deterministic:
+            action = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits.float(), -1)
+            action = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return FFActOutput(action, categorical_logprob(logits, action), value, logits)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
+        """What the PPO loss needs: log-prob of ``actions``, entropy, values."""
+        logits, values = self(obs)
+        return FFEvalOutput(
+            categorical_logprob(logits, actions), categorical_entropy(logits), values
+        )
