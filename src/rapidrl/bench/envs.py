@@ -363,10 +363,6 @@ def main_bench_envs(cfg) -> int:
     env_id = resolve_env(cfg.env).env_id
     num_envs = cfg.num_envs_list()
     backends = tuple(cfg.backends.split(",")) if cfg.backends else None
-    if cfg.autotune:
-        # Only the candidates the trainers can use with backend="auto" (not gymnasium's).
-        allowed = PYTHON_BACKENDS + ("ale", "envpool")
-        backends = tuple(b for b in (backends or allowed) if b in allowed)
     result = run_bench(env_id, num_envs, cfg.seconds, cfg.repeats, backends)
     rows = result.summary()
     print()
@@ -387,7 +383,7 @@ def main_bench_envs(cfg) -> int:
         print(line)
     if cfg.autotune:
         for n in num_envs:
-            best = best_layout(rows, n)
+            best = best_layout(rows, n)  # only backends usable as "auto", not gymnasium's
             if best is None:
                 continue
             choice = {k: best[k] for k in ("backend", "num_workers", "batch_size")}

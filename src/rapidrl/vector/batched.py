@@ -366,11 +366,12 @@ class BatchedVectorEnv(VectorEnv):
         """Finish workers until ``done()``; every wait is bounded by the workers' deadlines.
 
         Starts with one non-blocking sweep over all busy process workers, so results (and deaths)
-        are collected in the order they happened even when ``done()`` already holds.
+        are collected in the order they happened even when ``done()`` already holds. Each sweep is
+        a single ``select`` over every busy worker's pipe and process sentinel: a dead worker
+        wakes it through its sentinel, so no per-worker liveness syscalls are needed in the hot
+        path (the deadline still bounds a worker that hangs while alive).
         """
-        for w in self.workers:
-            if w.busy and w.pollable and w.poll():
-                self._finish(w)
+        self._sweep(0.0)
         while not done():
             busy = [w for w in self.workers if w.busy]
             if not busy:
@@ -379,11 +380,6 @@ class BatchedVectorEnv(VectorEnv):
             if blocking:  # in-process groups: finish in dispatch order (C++ releases the GIL)
                 self._finish(min(blocking, key=lambda w: w.seq))
                 continue
-            finished = [w for w in busy if w.poll()]
-            for w in finished:
-                self._finish(w)
-            if finished:
-                continue
             now = time.monotonic()
             late = [w for w in busy if w.deadline <= now]
             for w in late:
@@ -391,8 +387,21 @@ class BatchedVectorEnv(VectorEnv):
             if late:
                 continue
             wait_for = min(w.deadline for w in busy) - now
-            objs = [o for w in busy for o in w.wait_objects()]
-            connection.wait(objs, timeout=min(wait_for, _LIVENESS_PERIOD))
+            self._sweep(min(wait_for, _LIVENESS_PERIOD))
+
+    def _sweep(self, timeout: float) -> None:
+        """Finish every busy process worker that answered (or died) within ``timeout``."""
+        owners = {}
+        for w in self.workers:
+            if w.busy and w.pollable:
+                for o in w.wait_objects():
+                    owners[o] = w
+        if not owners:
+            return
+        hit = {owners[o].index for o in connection.wait(list(owners), timeout=timeout)}
+        for w in self.workers:  # in worker order, each at most once
+            if w.index in hit and w.busy:
+                self._finish(w)
 
     def _wait_one(self, w: Worker) -> None:
         """Finish ``w`` or raise (used while restarting: a second failure is fatal)."""
