@@ -40,8 +40,10 @@ class Layout:
         if self.backend in ("serial", "gym-sync", "gym-async", "auto"):
             return self.backend
         s = f"{self.backend}[{self.num_workers}x{self.num_envs // max(self.num_workers, 1)}]"
-        if self.backend in ("ale", "envpool"):
+        if self.backend in ("ale", "envpool", "ale-raw"):
             s = self.backend
+        if self.backend == "ceiling":
+            return f"ceiling[{self.num_workers} procs]"
         if self.batch_size is not None and self.batch_size < self.num_envs:
             s += f" b={self.batch_size}"
         return s
@@ -86,6 +88,14 @@ def candidate_layouts(
             out.append(Layout("envpool", num_envs, 0))
             if num_envs >= 2:
                 out.append(Layout("envpool", num_envs, 0, num_envs // 2))
+    if is_atari:
+        # ale_py's AtariVectorEnv driven through its own API (sync, and its own async
+        # send/recv): the C++ reference the issue's target names, without our adapter.
+        out.append(Layout("ale-raw", num_envs, 0))
+        if num_envs >= 2:
+            out.append(Layout("ale-raw", num_envs, 0, num_envs // 2))
+        # The machine's ceiling: one bare env loop per core, no vectorization at all.
+        out.append(Layout("ceiling", num_envs, min(cpus, num_envs)))
     out.append(Layout("gym-sync", num_envs))
     if num_envs >= 2:
         out.append(Layout("gym-async", num_envs, num_envs))
@@ -129,6 +139,78 @@ def _gym_baseline(env_id: str, num_envs: int, asynchronous: bool):
     return gym.vector.SyncVectorEnv(fns)
 
 
+def _bare_loop(env_id: str, seconds: float, warmup: float, seed: int, out) -> None:
+    """One env stepped with random actions in a plain loop (a ``ceiling`` process)."""
+    from rapidrl.envs import make_env
+
+    env = make_env(env_id)
+    rng = np.random.default_rng(seed)
+    n_actions = env.action_space.n
+    env.reset(seed=seed)
+
+    def run(deadline: float) -> int:
+        steps = 0
+        while time.perf_counter() < deadline:
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(n_actions)))
+            if terminated or truncated:
+                env.reset()
+            steps += 1
+        return steps
+
+    run(time.perf_counter() + warmup)
+    t0 = time.perf_counter()
+    steps = run(t0 + seconds)
+    out.put((steps, time.perf_counter() - t0))
+
+
+def _measure_ceiling(env_id: str, layout: Layout, seconds: float, warmup: float, seed: int):
+    """Total steps/s of ``num_workers`` independent bare env loops in parallel processes."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_bare_loop, args=(env_id, seconds, warmup, seed + k, out), daemon=True)
+        for k in range(layout.num_workers)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        # Each process reports once; the bound covers start-up + warm-up + the run itself.
+        results = [out.get(timeout=seconds + warmup + 120) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    return sum(s / el for s, el in results)
+
+
+def _ale_raw(env_id: str, num_envs: int, batch_size: int | None):
+    """ale_py's AtariVectorEnv with the DQN protocol options, used through its own API."""
+    from ale_py import AtariVectorEnv
+
+    from rapidrl.envs import resolve_env
+
+    return AtariVectorEnv(
+        resolve_env(env_id).game,
+        num_envs,
+        batch_size=batch_size or 0,
+        noop_max=30,
+        frameskip=4,
+        stack_num=4,
+        img_height=84,
+        img_width=84,
+        grayscale=True,
+        maxpool=True,
+        episodic_life=True,
+        use_fire_reset=True,
+        reward_clipping=True,
+        repeat_action_probability=0.0,
+        max_num_frames_per_episode=108_000,
+    )
+
+
 def measure(
     env_id: str, layout: Layout, seconds: float, warmup: float = 1.0, seed: int = 0
 ) -> dict[str, Any]:
@@ -138,7 +220,41 @@ def measure(
     frameskip = 4 if resolve_env(env_id).is_atari else 1
     rng = np.random.default_rng(seed)
     t_build = time.perf_counter()
-    if layout.backend.startswith("gym-"):
+    if layout.backend == "ceiling":
+        sps = _measure_ceiling(env_id, layout, seconds, warmup, seed)
+        return {
+            "layout": layout.name,
+            **asdict(layout),
+            "steps": None,
+            "seconds": seconds,
+            "steps_per_s": sps,
+            "frames_per_s": sps * frameskip,
+            "ms_per_vector_step": 1000.0 * layout.num_envs / sps,
+            "build_seconds": None,
+        }
+    if layout.backend == "ale-raw":
+        venv = _ale_raw(env_id, layout.num_envs, layout.batch_size)
+        n_actions = venv.single_action_space.n
+        asynchronous = layout.batch_size is not None and layout.batch_size < layout.num_envs
+        venv.reset(seed=seed)
+        build_s = time.perf_counter() - t_build
+
+        def run(deadline: float) -> int:
+            steps = 0
+            if asynchronous:  # its own first-ready batches (reset returned the first batch)
+                ids = np.arange(layout.batch_size)
+                while time.perf_counter() < deadline:
+                    # its send() takes actions for the envs of the last recv()
+                    venv.send(rng.integers(0, n_actions, size=len(ids)))
+                    *_, info = venv.recv()
+                    ids = info["env_id"]
+                    steps += len(ids)
+                return steps
+            while time.perf_counter() < deadline:
+                venv.step(rng.integers(0, n_actions, size=layout.num_envs))
+                steps += layout.num_envs
+            return steps
+    elif layout.backend.startswith("gym-"):
         venv = _gym_baseline(env_id, layout.num_envs, layout.backend == "gym-async")
         n_actions = venv.single_action_space.n
         venv.reset(seed=seed)
