@@ -46,6 +46,7 @@ from torch import nn
 
 from rapidrl.algos.ppo.losses import ppo_loss
 from rapidrl.nets.recurrent import RecurrentActorCritic, plan_segments, run_lstm
+from rapidrl.nets.torso import use_channels_last
 
 __all__ = ["main", "run_lstm_bench", "sample_starts"]
 
@@ -227,7 +228,9 @@ def _make_optimizer(params):
         return torch.optim.Adam(params, lr=2.5e-4, eps=1e-5)
 
 
-def _bench_train(num_envs, num_steps, mean_segment, modes, repeats, seed, measure_memory):
+def _bench_train(
+    num_envs, num_steps, mean_segment, modes, repeats, seed, measure_memory, channels_last=False
+):
     if num_envs % MINIBATCHES:
         raise ValueError(f"train scope: num_envs {num_envs} not divisible by {MINIBATCHES}")
     g = torch.Generator().manual_seed(seed)
@@ -256,6 +259,8 @@ def _bench_train(num_envs, num_steps, mean_segment, modes, repeats, seed, measur
             continue
         model = RecurrentActorCritic((4, 84, 84), NUM_ACTIONS, hidden_size=HIDDEN)
         model.load_state_dict(base.state_dict())
+        if channels_last:  # the same layout for every mode: the trainer's default on Atari
+            use_channels_last(model.torso)
         if mode == "pad_single":
             model.max_buckets = 1
         model.sequence_mode = "packed" if mode == "pad_single" else mode
@@ -306,6 +311,7 @@ def run_lstm_bench(
     threads: int | None = None,
     measure_memory: bool = True,
     verbose: bool = True,
+    channels_last: bool = False,
 ) -> list[dict]:
     """Run the benchmark grid and return one record per (scope, size, mean segment, mode).
 
@@ -330,10 +336,11 @@ def run_lstm_bench(
     for sc in scopes:
         for num_envs, num_steps in sizes:
             for mean_seg in mean_segments:
-                fn = _bench_core if sc == "core" else _bench_train
-                rows, starts = fn(
-                    num_envs, num_steps, mean_seg, tuple(modes), repeats, seed, measure_memory
-                )
+                args = (num_envs, num_steps, mean_seg, tuple(modes), repeats, seed, measure_memory)
+                if sc == "core":
+                    rows, starts = _bench_core(*args)
+                else:
+                    rows, starts = _bench_train(*args, channels_last=channels_last)
                 segments = int(starts[1:].sum()) + num_envs
                 loop = next((r for r in rows if r["mode"] == "loop"), None)
                 for r in rows:
@@ -343,6 +350,7 @@ def run_lstm_bench(
                         num_envs=num_envs,
                         num_steps=num_steps,
                         mean_segment=mean_seg,
+                        channels_last=bool(channels_last and sc == "train"),
                         realized_mean_segment=num_steps * num_envs / segments,
                         **r,
                     )
@@ -479,6 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--channels-last", action="store_true", help="train scope: channels-last CNN (all modes)"
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the memory-profiling runs")
     ap.add_argument("--json", dest="json_path", default=None, help="write the records here")
     ap.add_argument("--png", dest="png_path", default=None, help="write a plot here")
@@ -492,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         threads=args.threads,
         measure_memory=not args.no_memory,
+        channels_last=args.channels_last,
     )
     print(format_table(records))
     if args.json_path:

@@ -81,6 +81,7 @@ from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
 from rapidrl.config import ConfigError
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
 from rapidrl.nets.recurrent import RecurrentActorCritic
+from rapidrl.nets.torso import use_channels_last
 from rapidrl.train import (
     Checkpointer,
     CheckpointError,
@@ -189,8 +190,7 @@ def make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) ->
         )
         orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
         if cfg.channels_last and len(obs_shape) == 3:
-            net.torso.to(memory_format=torch.channels_last)
-            net.torso.register_forward_pre_hook(_to_channels_last)
+            use_channels_last(net.torso)
         return net
     return ActorCritic(
         tuple(obs_shape),
@@ -198,10 +198,6 @@ def make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) ->
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
     )
-
-
-def _to_channels_last(module: nn.Module, args: tuple) -> tuple:
-    return (args[0].contiguous(memory_format=torch.channels_last), *args[1:])
 
 
 def _seed_of(*keys: int) -> int:
