@@ -155,6 +155,21 @@ def test_preset_short_pong_run(tmp_path, preset):
     assert ckpt.state["counters"]["updates"] == summary["updates"]
 
 
+def test_async_backend_first_ready_batches(tmp_path, monkeypatch):
+    """backend='auto' may resolve to first-ready batches (env_ids subsets): the loop must pair
+    each env's own obs and action with its result, and the replay must accept the subsets."""
+    from rapidrl.vector.autotune_cache import save_autotune
+
+    monkeypatch.setenv("RAPIDRL_CACHE_DIR", str(tmp_path / "cache"))
+    save_autotune("pong", 4, {"backend": "async", "num_workers": 2, "batch_size": 2})
+    cfg = tiny_pong("fast", tmp_path / "run", num_envs=4, backend="auto")
+    summary = train(cfg)
+    assert summary["frames"] == 1_920 and summary["updates"] > 0
+    _, rows = rows_of(tmp_path / "run")
+    losses = [float(r["loss"]) for r in rows if r["loss"]]
+    assert losses and all(math.isfinite(x) for x in losses)
+
+
 # --------------------------------------------------------------------------------------------
 # Resume, reproducibility, corrupt checkpoints
 # --------------------------------------------------------------------------------------------

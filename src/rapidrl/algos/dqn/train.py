@@ -392,7 +392,11 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 num_workers=cfg.num_workers,
                 env_options=options,
             )
-            obs, _ = envs.reset(seed=env_seed)
+            obs, _ = envs.reset(seed=env_seed)  # [N, ...]: every env waits for an action
+            # Per-env state so asynchronous backends (recv returns the first-ready subset) work:
+            # the obs each env last returned and the action it was last sent.
+            env_ids = np.arange(cfg.num_envs)
+            last_actions = np.zeros(cfg.num_envs, np.int64)
         else:
             from rapidrl.algos.dqn.actor import ActorPool
 
@@ -459,21 +463,36 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     eps = linear_schedule(
                         cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps, c["steps"]
                     )
-                    actions = act(obs, eps)
-                    envs.send(actions)
+                    full = len(env_ids) == cfg.num_envs  # synchronous: all envs, in order
+                    actions = act(obs if full else obs[env_ids], eps)
+                    last_actions[env_ids] = actions
+                    envs.send(actions, env_ids)
                     # 2. Learn while the envs step (in their worker processes, if any).
-                    learn(cfg.num_envs)
-                    # 3. Collect the step. Where an episode ended, obs already holds the next
-                    #    episode's first observation; the transition's next_obs is final_obs.
-                    next_obs, rewards, terminated, truncated, infos, _ = envs.recv()
+                    learn(envs.batch_size)
+                    # 3. Collect the step (the first-ready envs on an async backend). Where an
+                    #    episode ended, next_obs already holds the next episode's first
+                    #    observation; the transition's next_obs is final_obs.
+                    next_obs, rewards, terminated, truncated, infos, env_ids = envs.recv()
                     real_next = next_obs
                     done = terminated | truncated
                     if done.any():
                         real_next = next_obs.copy()
                         real_next[done] = infos["final_obs"][done]
-                    rb.add(obs, actions, rewards, terminated, truncated, real_next)
-                    obs = next_obs
-                    n_new = cfg.num_envs
+                    full = len(env_ids) == cfg.num_envs
+                    rb.add(
+                        obs if full else obs[env_ids],
+                        last_actions if full else last_actions[env_ids],
+                        rewards,
+                        terminated,
+                        truncated,
+                        real_next,
+                        env_ids=None if full else env_ids,
+                    )
+                    if full:
+                        obs = next_obs
+                    else:
+                        obs[env_ids] = next_obs
+                    n_new = len(env_ids)
                 else:
                     # 1. Take one vector step of an actor from its shared-memory slot.
                     step = pool.next()
