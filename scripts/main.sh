@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs rapidrl and runs the main job on Pong (ale-py ships the ROM).
+# Installs rapidrl and runs the main job: a short real PPO training on Atari Pong (ale-py ships
+# the ROM), about 3-4 minutes on 2 cores. Extra arguments go to `rapidrl train ppo`, e.g.
+# `bash scripts/main.sh --max-frames 20000000` for a full run to a solved Pong.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 . .venv/bin/activate
-rapidrl bench envs --env pong --num-envs 8 --seconds 3 --repeats 1 "$@"
+rapidrl train ppo --env pong --preset fast --max-frames 500000 "$@"

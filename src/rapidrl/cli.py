@@ -1,11 +1,5 @@
-"""The ``rapidrl`` command line.
-
-    rapidrl bench envs  [--env pong --num-envs 1,2,4,8,16 --seconds 10 --json F --png F --autotune]
-    rapidrl bench lstm  [--json F --png F]
-    rapidrl envs        list the env ids and aliases rapidrl knows
-
-Each subcommand parses its own typed config (``--help`` on any of them lists every option).
-"""
+"""The ``rapidrl`` command line (see ``USAGE``). Each subcommand parses its own typed config;
+``--help`` on any of them lists every option."""
 
 from __future__ import annotations
 
@@ -15,9 +9,16 @@ from collections.abc import Callable, Sequence
 USAGE = """usage: rapidrl COMMAND [ARGS]
 
 commands:
-  bench envs     steps/s of every vector backend and layout vs gymnasium's (--autotune stores
-                 the fastest layout for backend='auto')
+  train dqn      DQN family on one modular agent (--preset dqn|rainbow|fast; default fast)
+  train rainbow  the same with the rainbow preset
+  train ppo      PPO (--preset ppo|fast|cartpole)
+  train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)
+  eval RUN_DIR   play a trained agent: scores, optional --video out.mp4
+  bench envs     steps/s of every vector backend and layout vs gymnasium's and ale_py's
+                 (--autotune stores the fastest layout for backend='auto')
+  bench dqn      the DQN speed-up ladder (k steps per update, actor process, vector env)
   bench lstm     PPO-LSTM training phase: step-by-step loop vs packed sequences (time, memory)
+  bench ray      sampler throughput vs Ray workers on a local cluster
   envs           list the env ids and aliases rapidrl knows
 
 Run 'rapidrl COMMAND --help' for the options of a command.
@@ -30,12 +31,6 @@ def _bench_envs(argv: Sequence[str]) -> int:
 
     cfg = parse_config(BenchEnvsConfig, {}, argv, prog="rapidrl bench envs")
     return main_bench_envs(cfg)
-
-
-def _bench_lstm(argv: Sequence[str]) -> int:
-    from rapidrl.bench.lstm import main
-
-    return int(main(list(argv)) or 0)
 
 
 def _envs(argv: Sequence[str]) -> int:
@@ -51,24 +46,29 @@ def _envs(argv: Sequence[str]) -> int:
     return 0
 
 
+def _lazy(target: str) -> Callable[[Sequence[str]], int]:
+    """``"module:function"`` imported on first use: ``rapidrl --help`` never pays for torch."""
+
+    def run(argv: Sequence[str]) -> int:
+        import importlib
+
+        module, fn = target.split(":")
+        return int(getattr(importlib.import_module(module), fn)(list(argv)) or 0)
+
+    return run
+
+
 COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
+    ("train", "dqn"): _lazy("rapidrl.algos.dqn.train:main_dqn"),
+    ("train", "rainbow"): _lazy("rapidrl.algos.dqn.train:main_rainbow"),
+    ("train", "ppo"): _lazy("rapidrl.algos.ppo.train:main_ppo"),
+    ("train", "ppo-lstm"): _lazy("rapidrl.algos.ppo.train:main_ppo_lstm"),
+    ("eval",): _lazy("rapidrl.algos.eval:main"),
     ("bench", "envs"): _bench_envs,
-    ("bench", "lstm"): _bench_lstm,
+    ("bench", "dqn"): _lazy("rapidrl.bench.dqn:main"),
+    ("bench", "lstm"): _lazy("rapidrl.bench.lstm:main"),
+    ("bench", "ray"): _lazy("rapidrl.bench.ray:main"),
     ("envs",): _envs,
-    ("train", "dqn"): lambda argv: __import__("rapidrl.algos.dqn.train", fromlist=["_"]).main_dqn(
-        argv
-    ),
-    ("train", "rainbow"): lambda argv: __import__(
-        "rapidrl.algos.dqn.train", fromlist=["_"]
-    ).main_rainbow(argv),
-    ("eval",): lambda argv: __import__("rapidrl.algos.eval", fromlist=["_"]).main(argv),
-    ("bench", "dqn"): lambda argv: __import__("rapidrl.bench.dqn", fromlist=["_"]).main(list(argv)),
-    ("train", "ppo"): lambda argv: __import__("rapidrl.algos.ppo.train", fromlist=["_"]).main_ppo(
-        argv
-    ),
-    ("train", "ppo-lstm"): lambda argv: __import__(
-        "rapidrl.algos.ppo.train", fromlist=["_"]
-    ).main_ppo_lstm(argv),
 }
 
 
