@@ -110,3 +110,32 @@ def test_registry_dispatches_on_the_run_algo(tmp_path, monkeypatch):
     assert seen == {"algo": "toy", "state": {"anything": 1}, "device": "cpu"}
     assert r["algo"] == "toy" and r["frames"] == 7 and len(r["scores"]) == 2
     assert all(8 <= s <= 12 for s in r["scores"])  # always pushing left falls in ~10 steps
+
+
+def test_recurrent_policy_state_is_reset_at_every_episode(tmp_path, monkeypatch):
+    """A policy with ``reset()`` (the PPO-LSTM one) starts every eval episode from zero state."""
+    monkeypatch.setattr(rl_eval, "_LOADERS", dict(rl_eval._LOADERS))
+    run = tmp_path / "toy"
+    save_config(DQNConfig(env="CartPole-v1"), run / "config.json")
+    data = json.loads((run / "config.json").read_text())
+    data["algo"] = "toy"
+    (run / "config.json").write_text(json.dumps(data))
+    Checkpointer(run / "checkpoints", algo="toy").save(7, {"anything": 1})
+
+    class Policy:
+        def __init__(self):
+            self.resets, self.calls_since_reset = 0, []
+
+        def reset(self):
+            self.resets += 1
+            self.calls_since_reset.append(0)
+
+        def __call__(self, obs):
+            self.calls_since_reset[-1] += 1  # fails (IndexError) if called before any reset
+            return [0] * len(obs)
+
+    policy = Policy()
+    register_policy_loader("toy", lambda config, ckpt, device: (policy, "CartPole-v1", {}))
+    r = evaluate(EvalConfig(str(run), episodes=3))
+    assert policy.resets == 3
+    assert policy.calls_since_reset == [int(n) for n in r["lengths"]]

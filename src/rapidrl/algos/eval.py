@@ -4,7 +4,8 @@ Algorithm-agnostic: the run's ``config.json`` names the algorithm (``"algo"``; e
 checkpoint's), and a *policy loader* registered for it builds the policy::
 
     loader(config: dict, ckpt: rapidrl.train.Checkpoint, device: str)
-        -> (act, env_id, env_options)      # act(obs [B, *obs_shape]) -> actions [B], greedy
+        -> (act, env_id, env_options)      # act(obs [B, *obs_shape]) -> actions [B], greedy;
+                                           # an optional act.reset() is called per episode
 
 ``register_policy_loader("ppo", "rapidrl.algos.ppo.train:eval_policy")`` (a callable or a lazy
 ``"module:function"`` path) adds an algorithm. Evaluation plays full games: ``episodic_life`` is
@@ -151,6 +152,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     try:
         for ep in range(cfg.episodes):
             obs, _ = env.reset(seed=cfg.seed + ep)
+            reset_state = getattr(act, "reset", None)
+            if reset_state is not None:  # recurrent policies: a new episode starts from zeros
+                reset_state()
             record = cfg.video is not None and ep < cfg.video_episodes
             score, steps, done = 0.0, 0, False
             while not done:
