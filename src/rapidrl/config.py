@@ -32,6 +32,37 @@ def _split_preset(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return None, argv
 
 
+RAY_LOCAL = "local"
+
+
+def _ray_flag_default(cls: type, argv: list[str]) -> list[str]:
+    """``--ray`` given without a value (last, or followed by another flag) means ``--ray local``
+    (for configs with a ``ray`` field)."""
+    if not any(f.name == "ray" for f in dataclasses.fields(cls)):
+        return argv
+    out = []
+    for i, a in enumerate(argv):
+        out.append(a)
+        if a == "--ray" and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append(RAY_LOCAL)
+    return out
+
+
+def ray_workers(value: str | int) -> int | str:
+    """A config's ``workers`` (``--workers auto`` or a count, given as text) as the Ray sampler
+    takes it: ``"auto"`` or a positive int. Raises ``ConfigError`` for anything else."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"--workers must be 'auto' or an int >= 1, got {value!r}")
+    return n
+
+
 def parse_config(
     cls: type[T],
     presets: dict[str, T],
@@ -46,6 +77,7 @@ def parse_config(
     import tyro
 
     name, rest = _split_preset(argv)
+    rest = _ray_flag_default(cls, rest)
     name = name or default_preset
     if name is None:
         default = cls()

@@ -377,6 +377,12 @@ class RaySampler(_SamplerBase):
         """Node of each worker when it started."""
         return [info["node_id"] for info in self.worker_info]
 
+    @property
+    def pids(self) -> list[int]:
+        """Process id of each worker as of its latest batch (a restarted actor's new pid once it
+        delivered)."""
+        return list(self._pids)
+
     def set_weights(self, weights: Any, version: int | None = None, *, force: bool = False) -> bool:
         """Publish ``weights`` (module or state dict) as ``version`` (default: last + 1).
 

@@ -58,7 +58,9 @@ def _runtime() -> tuple[str, bool]:
     rebuilt = False
     try:
         if ctx.get_actor_id() is not None:
-            rebuilt = bool(ctx.was_current_actor_reconstructed)
+            with warnings.catch_warnings():  # Ray >= 2.5x: a DeprecationWarning from inside Ray
+                warnings.simplefilter("ignore", DeprecationWarning)
+                rebuilt = bool(ctx.was_current_actor_reconstructed)
     except Exception:  # not inside an actor
         pass
     return ctx.get_node_id(), rebuilt

@@ -30,7 +30,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, ray_workers
 
 __all__ = ["DQNConfig", "PRESETS"]
 
@@ -139,7 +139,8 @@ class DQNConfig:
     """Actor processes: publish the online weights every this many updates."""
     actor_timeout_s: float = 120.0
     """Actor processes: seconds without a transition (or a weight lock) before the learner gives
-    up on an actor that is alive but stuck."""
+    up on an actor that is alive but stuck. With --ray: seconds without a batch from any
+    worker."""
     torch_threads: int = 0
     """Learner torch threads; 0: all cores minus one per actor process."""
     compile: bool = False
@@ -155,6 +156,27 @@ class DQNConfig:
     """On cuda: sample replay batches into pinned host buffers."""
     non_blocking: bool = True
     """On cuda: host-to-device copies of batches do not block the learner."""
+
+    # --- Ray scale-out (Ape-X style) ---------------------------------------------------------
+    ray: str | None = None
+    """Collect experience on Ray: local = start Ray on this machine (also `--ray` alone), else
+    the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Ray workers (actors)
+    act with fixed Ape-X epsilons (0.4 ** (1 + 7 i / (workers - 1)); all 0 when epsilon_start and
+    epsilon_end are 0, e.g. noisy nets) and stream their steps into this process's replay; the
+    learner keeps the replay ratio of the local loop. None: no Ray. See
+    rapidrl.algos.dqn.ray_loop."""
+    workers: str = "auto"
+    """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
+    envs_per_worker: int = 4
+    """Envs in each Ray worker's vector env (--backend; auto = serial inside a worker)."""
+    ray_batch_steps: int = 32
+    """Steps of each env in one batch a Ray worker sends (ray_batch_steps x envs_per_worker
+    transitions; one request in flight per worker)."""
+    ray_publish_every: int = 10
+    """Put the learner's weights in the Ray object store every this many updates; each worker
+    loads the newest with its next request (the lag is logged as policy_lag)."""
+    ray_cpus_per_worker: float = 1.0
+    """Ray CPUs each worker reserves (its torch threads: the integer part, at least 1)."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
@@ -295,11 +317,33 @@ class DQNConfig:
             raise ConfigError(
                 f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
             )
+        self._validate_ray(need)
         if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
             raise ConfigError(
                 f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
                 "names the run directory to continue"
             )
+
+    def _validate_ray(self, need) -> None:
+        ray_workers(self.workers)
+        for name in ("envs_per_worker", "ray_batch_steps", "ray_publish_every"):
+            v = getattr(self, name)
+            need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"--{_flag(name)} must be an int >= 1, got {v!r}",
+            )
+        need(
+            self.ray_cpus_per_worker > 0,
+            f"--ray-cpus-per-worker must be > 0, got {self.ray_cpus_per_worker}",
+        )
+        if self.ray is None:
+            return
+        need(bool(self.ray.strip()), "--ray needs 'local' or a cluster address")
+        need(
+            self.actor_processes == 0,
+            f"--actor-processes {self.actor_processes} and --ray are two ways to act: with --ray "
+            "the Ray workers act (--workers, --envs-per-worker); drop --actor-processes",
+        )
 
 
 def _flag(name: str) -> str:

@@ -12,7 +12,9 @@ In-process acting (``actor_processes=0``) hands the actions to the vector env (`
 the due updates, and only then collects the step (``recv``): with a process backend the envs step
 while the learner computes. With ``actor_processes >= 1`` the envs and an acting copy of the net
 live in actor processes (:mod:`rapidrl.algos.dqn.actor`) and the learner consumes their steps at
-the same replay ratio.
+the same replay ratio. With ``ray`` set, ``train`` runs :mod:`rapidrl.algos.dqn.ray_loop`
+instead (Ape-X style: Ray workers fill this process's replay; same update step, run directory and
+checkpoints).
 
 Resume (``--resume RUN_DIR``) -- what is exact and what is not
 --------------------------------------------------------------
@@ -43,7 +45,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -80,11 +82,13 @@ from rapidrl.train.loop import (
 
 __all__ = [
     "LogEvent",
+    "UpdateStep",
     "env_options",
     "eval_policy",
     "main_dqn",
     "main_rainbow",
     "make_q_network",
+    "make_update_step",
     "parse_dqn_args",
     "train",
 ]
@@ -105,6 +109,13 @@ RESUME_IGNORE_FIELDS = (
     "non_blocking",
     "tensorboard",
     "score_window",
+    # Ray: another cluster or worker layout does not change what the learner's state means.
+    "ray",
+    "workers",
+    "envs_per_worker",
+    "ray_batch_steps",
+    "ray_publish_every",
+    "ray_cpus_per_worker",
 )
 
 METRIC_COLUMNS = (
@@ -134,6 +145,7 @@ class LogEvent:
     row: dict[str, Any]
     run_dir: Path
     actor_pids: list[int | None]
+    """Actor processes (``actor_processes``) or Ray workers (``ray``): their pids now."""
 
 
 def env_options(cfg: DQNConfig, is_atari: bool) -> dict[str, Any]:
@@ -175,11 +187,113 @@ def linear_schedule(start: float, end: float, duration: int, t: int) -> float:
     return start + (end - start) * t / duration
 
 
+class UpdateStep(NamedTuple):
+    """What :func:`make_update_step` returns."""
+
+    update: Callable[[], None]
+    flush_stats: Callable[[], None]
+    beta_at: Callable[[int], float]
+
+
+def make_update_step(cfg: DQNConfig, q, target, opt, rb, device, c: dict) -> UpdateStep:
+    """The learner's update step: ``update()`` samples ``cfg.update_batch`` transitions from
+    ``rb`` and takes one gradient step on ``q`` (``target`` for the bootstrap; priorities written
+    back with PER), counting ``c["updates"]`` and the metric sums ``c["acc"]``.
+    ``flush_stats()`` moves sums kept on a CUDA device into ``c["acc"]`` (before a metrics row
+    or a checkpoint); ``beta_at(steps)`` is the PER beta schedule. The local and the Ray loop
+    (:mod:`rapidrl.algos.dqn.ray_loop`) share it."""
+    batch_n = cfg.update_batch
+    support = q.support if cfg.distributional else None
+
+    def compute_loss(obs, actions, rewards, discounts, next_obs, weights):
+        with torch.no_grad():
+            next_online = q(next_obs) if cfg.double else None
+            if cfg.distributional:
+                _, next_logp = target.forward_dist(next_obs)
+                target_probs = categorical_target(
+                    next_logp, rewards, discounts, support, next_online
+                )
+            else:
+                y = td_target(rewards, discounts, target(next_obs), next_online)
+        if cfg.distributional:
+            q_all, logp = q.forward_dist(obs)
+            logp_taken = logp[torch.arange(len(actions), device=logp.device), actions]
+            loss, priority = categorical_loss(logp_taken, target_probs, weights)
+        else:
+            q_all = q(obs)
+            q_taken = q_all.gather(1, actions[:, None]).squeeze(1)
+            loss, priority = td_loss(q_taken, y, weights, kind=cfg.loss)
+        q_mean = q_all.detach().gather(1, actions[:, None]).mean()
+        return loss, priority.abs(), q_mean
+
+    loss_fn = compute_loss
+    if cfg.compile:
+        loss_fn = _try_compile(compute_loss)
+
+    on_cuda = device.type == "cuda"
+    host = _HostBatches(rb, batch_n, pinned=on_cuda and cfg.pin_memory, slots=2 if on_cuda else 1)
+    nb = on_cuda and cfg.non_blocking
+    stats = torch.zeros(2, dtype=torch.float64, device=device)
+
+    def beta_at(steps: int) -> float:
+        return linear_schedule(cfg.per_beta0, 1.0, cfg.per_beta_steps, steps)
+
+    def update() -> None:
+        t0 = time.perf_counter()
+        out = host.next()
+        if cfg.prioritized:
+            batch = rb.sample(batch_n, out=out, beta=beta_at(c["steps"]))
+        else:
+            batch = rb.sample(batch_n, out=out)
+        obs = torch.from_numpy(batch["obs"]).to(device, non_blocking=nb)
+        next_obs = torch.from_numpy(batch["next_obs"]).to(device, non_blocking=nb)
+        host.record()
+        actions = torch.from_numpy(batch["actions"]).to(device, non_blocking=nb)
+        rewards = torch.from_numpy(batch["rewards"]).to(device, non_blocking=nb)
+        discounts = torch.from_numpy(batch["discounts"]).to(device, non_blocking=nb)
+        weights = None
+        if cfg.prioritized:
+            weights = torch.from_numpy(batch["weights"]).to(device, non_blocking=nb)
+        if cfg.noisy:
+            q.reset_noise()
+            target.reset_noise()
+        loss, priority, q_mean = loss_fn(obs, actions, rewards, discounts, next_obs, weights)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(q.parameters(), cfg.max_grad_norm)
+        opt.step()
+        if cfg.prioritized:
+            rb.update_priorities(batch["indices"], priority.cpu().numpy())
+        c["updates"] += 1
+        acc = c["acc"]
+        if on_cuda:  # accumulate on the device: no sync per update
+            stats.add_(torch.stack((loss.detach(), q_mean)).double())
+        else:
+            acc[0] += loss.item()
+            acc[1] += q_mean.item()
+        acc[2] += 1
+        acc[3] += time.perf_counter() - t0
+
+    def flush_stats() -> None:
+        if on_cuda:
+            loss_sum, q_sum = stats.tolist()
+            c["acc"][0] += loss_sum
+            c["acc"][1] += q_sum
+            stats.zero_()
+
+    return UpdateStep(update, flush_stats, beta_at)
+
+
 # --------------------------------------------------------------------------------------------
 # The trainer
 # --------------------------------------------------------------------------------------------
 def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
+    if cfg.ray is not None:  # Ape-X style on Ray workers: rapidrl.algos.dqn.ray_loop
+        from rapidrl.algos.dqn.ray_loop import train_ray
+
+        return train_ray(cfg, on_log=on_log)
     from rapidrl.envs import make_env, resolve_env
     from rapidrl.vector import make_vec
 
@@ -262,87 +376,10 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
     tracker.stop_at_score = stop_score
 
-    # Update step: one function of the sampled batch (torch.compile-able).
+    # Update step (one gradient step on batch_size x k sampled transitions), shared with the
+    # Ray loop.
     k = cfg.steps_per_update
-    batch_n = cfg.update_batch
-    support = q.support if cfg.distributional else None
-
-    def compute_loss(obs, actions, rewards, discounts, next_obs, weights):
-        with torch.no_grad():
-            next_online = q(next_obs) if cfg.double else None
-            if cfg.distributional:
-                _, next_logp = target.forward_dist(next_obs)
-                target_probs = categorical_target(
-                    next_logp, rewards, discounts, support, next_online
-                )
-            else:
-                y = td_target(rewards, discounts, target(next_obs), next_online)
-        if cfg.distributional:
-            q_all, logp = q.forward_dist(obs)
-            logp_taken = logp[torch.arange(len(actions), device=logp.device), actions]
-            loss, priority = categorical_loss(logp_taken, target_probs, weights)
-        else:
-            q_all = q(obs)
-            q_taken = q_all.gather(1, actions[:, None]).squeeze(1)
-            loss, priority = td_loss(q_taken, y, weights, kind=cfg.loss)
-        q_mean = q_all.detach().gather(1, actions[:, None]).mean()
-        return loss, priority.abs(), q_mean
-
-    loss_fn = compute_loss
-    if cfg.compile:
-        loss_fn = _try_compile(compute_loss)
-
-    on_cuda = device.type == "cuda"
-    host = _HostBatches(rb, batch_n, pinned=on_cuda and cfg.pin_memory, slots=2 if on_cuda else 1)
-    nb = on_cuda and cfg.non_blocking
-    stats = torch.zeros(2, dtype=torch.float64, device=device)
-
-    def beta_at(steps: int) -> float:
-        return linear_schedule(cfg.per_beta0, 1.0, cfg.per_beta_steps, steps)
-
-    def update() -> None:
-        t0 = time.perf_counter()
-        out = host.next()
-        if cfg.prioritized:
-            batch = rb.sample(batch_n, out=out, beta=beta_at(c["steps"]))
-        else:
-            batch = rb.sample(batch_n, out=out)
-        obs = torch.from_numpy(batch["obs"]).to(device, non_blocking=nb)
-        next_obs = torch.from_numpy(batch["next_obs"]).to(device, non_blocking=nb)
-        host.record()
-        actions = torch.from_numpy(batch["actions"]).to(device, non_blocking=nb)
-        rewards = torch.from_numpy(batch["rewards"]).to(device, non_blocking=nb)
-        discounts = torch.from_numpy(batch["discounts"]).to(device, non_blocking=nb)
-        weights = None
-        if cfg.prioritized:
-            weights = torch.from_numpy(batch["weights"]).to(device, non_blocking=nb)
-        if cfg.noisy:
-            q.reset_noise()
-            target.reset_noise()
-        loss, priority, q_mean = loss_fn(obs, actions, rewards, discounts, next_obs, weights)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(q.parameters(), cfg.max_grad_norm)
-        opt.step()
-        if cfg.prioritized:
-            rb.update_priorities(batch["indices"], priority.cpu().numpy())
-        c["updates"] += 1
-        acc = c["acc"]
-        if on_cuda:  # accumulate on the device: no sync per update
-            stats.add_(torch.stack((loss.detach(), q_mean)).double())
-        else:
-            acc[0] += loss.item()
-            acc[1] += q_mean.item()
-        acc[2] += 1
-        acc[3] += time.perf_counter() - t0
-
-    def flush_stats() -> None:
-        if on_cuda:
-            loss_sum, q_sum = stats.tolist()
-            c["acc"][0] += loss_sum
-            c["acc"][1] += q_sum
-            stats.zero_()
+    update, flush_stats, beta_at = make_update_step(cfg, q, target, opt, rb, device, c)
 
     def learn(new_steps: int) -> None:
         """Run the updates due after ``new_steps`` more agent steps (once the prefill is done)."""
@@ -741,13 +778,14 @@ def parse_dqn_args(argv: Sequence[str], prog: str, default_preset: str) -> DQNCo
 
 def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
     from rapidrl.algos.dqn.actor import ActorError
+    from rapidrl.distributed import RolloutWorkerError, WorkerFailedError
 
     cfg = parse_dqn_args(argv, prog, default_preset)
     try:
         summary = train(cfg)
     except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
-    except ActorError as exc:
+    except (ActorError, RolloutWorkerError, WorkerFailedError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     mean = summary.get("return_mean_100")

@@ -28,7 +28,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, ray_workers
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -136,6 +136,21 @@ class PPOConfig:
     2-core machine)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto = cuda if available."""
+
+    # --- Ray scale-out (synchronous) ---------------------------------------------------------
+    ray: str | None = None
+    """Collect the rollouts on Ray: local = start Ray on this machine (also `--ray` alone), else
+    the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Each update gathers
+    num_steps steps from every env of every Ray worker, all acted with the latest weights (no
+    policy lag); the rollout is num_steps x workers x envs_per_worker steps (num_envs, backend
+    layout and env_batch_size do not apply). Feed-forward only. None: no Ray. See
+    rapidrl.algos.ppo.ray_loop."""
+    workers: str = "auto"
+    """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
+    envs_per_worker: int = 4
+    """Envs in each Ray worker's vector env (--backend; auto = serial inside a worker)."""
+    ray_cpus_per_worker: float = 1.0
+    """Ray CPUs each worker reserves (its torch threads: the integer part, at least 1)."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
@@ -269,11 +284,37 @@ class PPOConfig:
             raise ConfigError(
                 f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
             )
+        self._validate_ray(need)
         if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
             raise ConfigError(
                 f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
                 "names the run directory to continue"
             )
+
+    def _validate_ray(self, need) -> None:
+        ray_workers(self.workers)
+        v = self.envs_per_worker
+        need(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+            f"--envs-per-worker must be an int >= 1, got {v!r}",
+        )
+        need(
+            self.ray_cpus_per_worker > 0,
+            f"--ray-cpus-per-worker must be > 0, got {self.ray_cpus_per_worker}",
+        )
+        if self.ray is None:
+            return
+        need(bool(self.ray.strip()), "--ray needs 'local' or a cluster address")
+        if self.recurrent:
+            raise ConfigError(
+                "recurrent PPO (ppo-lstm, --recurrent) with --ray is not supported yet: the Ray "
+                "workers act feed-forward only; drop --ray or use `rapidrl train ppo`"
+            )
+        need(
+            self.env_batch_size is None,
+            "--env-batch-size is for the local vector env; with --ray every worker steps its "
+            "envs synchronously: drop --env-batch-size",
+        )
 
 
 def _flag(name: str) -> str:

@@ -42,6 +42,12 @@ holds exactly ``num_steps x num_envs`` steps, but per env between about ``num_st
 out of the loss. A synchronous vector env is the special case ``B = N``: every env gets exactly
 ``num_steps`` steps, no padding -- the classic PPO rollout.
 
+Ray
+---
+With ``ray`` set, ``train`` runs :mod:`rapidrl.algos.ppo.ray_loop` instead: the rollout of each
+update comes from Ray workers (synchronous, latest weights), then the same GAE and
+:func:`train_on_rollout`; same run directory and checkpoints. Feed-forward only.
+
 Resume (``--resume RUN_DIR``) -- what is exact and what is not
 --------------------------------------------------------------
 Checkpoints are taken between updates. Exact: the network, the Adam state, the counters, the
@@ -120,6 +126,7 @@ __all__ = [
     "parse_ppo_args",
     "rollout_advantages",
     "train",
+    "train_on_rollout",
     "update_policy",
 ]
 
@@ -135,6 +142,11 @@ RESUME_IGNORE_FIELDS = (
     "fused_adam",  # the same Adam state either way
     "tensorboard",
     "score_window",
+    # Ray: another cluster or worker layout does not change what the learner's state means.
+    "ray",
+    "workers",
+    "envs_per_worker",
+    "ray_cpus_per_worker",
 )
 
 LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "old_approx_kl", "clipfrac")
@@ -166,6 +178,8 @@ class LogEvent:
     frames: int
     row: dict[str, Any]
     run_dir: Path
+    actor_pids: list[int] = dataclasses.field(default_factory=list)
+    """Ray workers (``ray``): their pids now; empty for the local loop."""
 
 
 def env_options(cfg: PPOConfig, is_atari: bool) -> dict[str, Any]:
@@ -379,6 +393,35 @@ def update_policy(
     return out
 
 
+def train_on_rollout(
+    net: nn.Module,
+    opt: torch.optim.Optimizer,
+    batch: RolloutBatch,
+    cfg: PPOConfig,
+    generator: torch.Generator,
+    c: dict[str, Any],
+    *,
+    rollout_s: float,
+    t_start: float,
+) -> None:
+    """Step 4 of an update, shared by the local and the Ray loop: the PPO epochs
+    (:func:`update_policy`), the explained variance, and the counters and metric sums in ``c``
+    (``update_s`` is measured from ``t_start``, the end of the rollout)."""
+    stats = update_policy(net, opt, batch, cfg, generator)
+    ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
+    update_s = time.perf_counter() - t_start
+    c["updates"] += 1
+    c["grad_steps"] += stats["grad_steps"]
+    acc = c["acc"]
+    for k in LOSS_KEYS:
+        acc[k] += stats[k]
+    acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
+    acc["ev_n"] += 0 if math.isnan(ev) else 1
+    acc["n"] += 1
+    acc["rollout_s"] += rollout_s
+    acc["update_s"] += update_s
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     """``1 - Var(R - V) / Var(R)``: 1 = the critic predicts the returns, <= 0 = no better than a
     constant (NaN when the returns do not vary)."""
@@ -393,6 +436,10 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
 # --------------------------------------------------------------------------------------------
 def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
+    if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.ppo.ray_loop
+        from rapidrl.algos.ppo.ray_loop import train_ray
+
+        return train_ray(cfg, on_log=on_log)
     from rapidrl.envs import make_env, resolve_env
     from rapidrl.vector import make_vec
 
@@ -656,19 +703,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 )
 
                 # 4. PPO epochs.
-                stats = update_policy(net, opt, batch, cfg, mb_gen)
-                ev = explained_variance(values[valid], returns[valid])
-                update_s = time.perf_counter() - t1
-                c["updates"] += 1
-                c["grad_steps"] += stats["grad_steps"]
-                acc = c["acc"]
-                for k in LOSS_KEYS:
-                    acc[k] += stats[k]
-                acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
-                acc["ev_n"] += 0 if math.isnan(ev) else 1
-                acc["n"] += 1
-                acc["rollout_s"] += rollout_s
-                acc["update_s"] += update_s
+                train_on_rollout(net, opt, batch, cfg, mb_gen, c, rollout_s=rollout_s, t_start=t1)
 
                 # 5. Metrics row and checkpoint, by seconds and/or frames.
                 frames = c["steps"] * frame_skip
@@ -831,11 +866,16 @@ def parse_ppo_args(
 
 
 def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
+    from rapidrl.distributed import RolloutWorkerError, WorkerFailedError
+
     cfg = parse_ppo_args(argv, prog, default_preset, presets)
     try:
         summary = train(cfg)
     except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
+    except (RolloutWorkerError, WorkerFailedError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
     mean = summary.get("return_mean_100")
     print(
         f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "

@@ -1,0 +1,369 @@
+"""PPO on Ray, synchronous: what ``train(cfg)`` runs when ``cfg.ray`` is set.
+
+Each update: (1) set the annealed learning rate; (2) publish the weights (one ``ray.put``) and
+collect one rollout of ``num_steps`` steps from every env of every Ray worker
+(:meth:`RaySampler.collect_rollouts`: all acted with these weights, so there is no policy lag;
+the ``policy_lag`` column shows it) and stack them along the env axis
+(:func:`rapidrl.distributed.concat_rollouts`: ``[num_steps, workers x envs_per_worker]``);
+(3) GAE (:func:`rapidrl.algos.ppo.gae.gae`) with ``next_values`` from the batch, so a time limit
+bootstraps from ``V(final_obs)`` computed by the worker and the rollout's last step from the value
+of the observation after it; (4) the local loop's update phase,
+:func:`rapidrl.algos.ppo.train.train_on_rollout` (epochs x minibatches of shuffled steps);
+(5) log, checkpoint, check the stop conditions -- all as in the local loop, with the same run
+directory and checkpoints, plus the ``ray_*`` columns and the ``ray`` section of ``summary.json``
+(see :mod:`rapidrl.algos.dqn.ray_loop`).
+
+The workers act with their own copy of the config's feed-forward network
+(:class:`rapidrl.distributed.ActorCriticPolicy` around :func:`make_policy`); recurrent PPO is not
+supported on Ray yet (``ConfigError``). The slowest worker sets the pace of every update. A worker
+that dies is rebuilt by Ray and asked again until it delivers (its rollout starts new episodes);
+after 120 s without it the run stops with :class:`rapidrl.distributed.WorkerFailedError`.
+
+Resume: the learner's checkpoint is the local loop's; on resume the workers are started again
+with the restored weights and env seeds derived from the step counter. The Ray fields may change
+on resume (another cluster, other worker counts: the rollout size follows).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from rapidrl.algos.ppo.config import PPOConfig
+from rapidrl.algos.ppo.gae import gae
+from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
+from rapidrl.algos.ppo.train import (
+    METRIC_COLUMNS,
+    RESUME_IGNORE_FIELDS,
+    LogEvent,
+    RolloutBatch,
+    _metrics_row,
+    _seed_of,
+    _zero_acc,
+    env_options,
+    lr_now,
+    make_policy,
+    train_on_rollout,
+)
+from rapidrl.config import ConfigError
+from rapidrl.distributed.batches import concat_rollouts
+from rapidrl.distributed.policy import ActorCriticPolicy
+from rapidrl.distributed.sampler import WorkerFailedError
+from rapidrl.distributed.training import (
+    RAY_COLUMNS,
+    RayStats,
+    check_ray,
+    learner_threads,
+    start_sampler,
+)
+from rapidrl.train import (
+    Checkpointer,
+    EpisodeTracker,
+    MetricsLogger,
+    Progress,
+    RunClock,
+    RunDir,
+    StopOnInterrupt,
+    plot_learning_curve,
+    seed_everything,
+    write_summary,
+)
+from rapidrl.train.loop import (
+    Every,
+    resolve_device,
+    resolve_stop_score,
+    restart_env_seed,
+    stop_reason,
+)
+
+__all__ = ["actor_policy", "train_ray"]
+
+
+def actor_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int) -> ActorCriticPolicy:
+    """The acting policy of a Ray worker: the config's feed-forward actor-critic (channels_last
+    off: it acts on small batches), sampling its actions. Module-level so that a
+    ``functools.partial`` of it pickles."""
+    cfg = dataclasses.replace(cfg, channels_last=False)
+    return ActorCriticPolicy(make_policy(cfg, obs_shape, n_actions))
+
+
+def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
+    """Train with rollouts from Ray workers (see the module docstring); return the summary."""
+    from rapidrl.envs import make_env, resolve_env
+
+    cfg.validate()
+    if cfg.ray is None:
+        raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
+    check_ray()
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    stop_score = resolve_stop_score(cfg.stop_at_score, info)
+    resuming = cfg.resume is not None
+    run = RunDir.create(cfg.resume or cfg.run_dir, algo="ppo", env_id=info.env_id, resume=resuming)
+    run.save_config(cfg)
+    device = resolve_device(cfg.device)
+    threads_before = torch.get_num_threads()
+
+    seed_everything(cfg.seed)
+    act_gen = torch.Generator(device=device).manual_seed(_seed_of(cfg.seed, 1))  # checkpointed
+    mb_gen = torch.Generator().manual_seed(_seed_of(cfg.seed, 2))
+
+    probe = make_env(cfg.env, **options)
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
+    if not hasattr(act_space, "n"):
+        raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
+    obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
+
+    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
+    anneal_frames = cfg.lr_anneal_frames or cfg.max_frames
+    policy = ActorCriticPolicy(net)  # what is published: net's weights under "net."
+
+    c: dict[str, Any] = {"steps": 0, "updates": 0, "grad_steps": 0, "acc": _zero_acc()}
+    log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
+    ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
+    tracker = EpisodeTracker(stop_score, window=cfg.score_window)
+    clock = RunClock()
+    ckpt = Checkpointer(
+        run.checkpoints,
+        algo="ppo",
+        config=cfg,
+        keep=cfg.keep_checkpoints,
+        ignore_fields=RESUME_IGNORE_FIELDS,
+    )
+    if resuming:
+        state = ckpt.load_latest()
+        state.restore(net=net, optim=opt, tracker=tracker, clock=clock)
+        c.update(copy.deepcopy(state.state["counters"]))
+        log_every.load_state_dict(c.pop("log_every"))
+        ckpt_every.load_state_dict(c.pop("ckpt_every"))
+        act_gen.set_state(state.state["generators"]["act"])
+        mb_gen.set_state(state.state["generators"]["minibatch"])
+        state.restore_rng()
+        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
+    tracker.stop_at_score = stop_score
+
+    def save(frames: int) -> None:
+        counters = copy.deepcopy(c)
+        counters["log_every"] = log_every.state_dict()
+        counters["ckpt_every"] = ckpt_every.state_dict()
+        ckpt.save(
+            frames,
+            {
+                "net": net,
+                "optim": opt,
+                "tracker": tracker,
+                "clock": clock,
+                "counters": counters,
+                "generators": {"act": act_gen.get_state(), "minibatch": mb_gen.get_state()},
+            },
+        )
+
+    # A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing rapidrl.algos.ppo, so
+    # the workers get a factory that registers it there first.
+    env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
+    sampler = log = bar = None
+    summary: dict[str, Any] = {}
+    try:
+        sampler = start_sampler(
+            cfg,
+            env_arg,
+            functools.partial(actor_policy, cfg, obs_shape, n_actions),
+            env_options=options if isinstance(env_arg, str) else None,
+            seed=restart_env_seed(cfg.seed, c["steps"]),
+        )
+        n_envs = sampler.num_workers * sampler.envs_per_worker
+        if cfg.num_steps * n_envs < cfg.minibatches:
+            raise ConfigError(
+                f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
+                f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
+            )
+        torch.set_num_threads(learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker))
+        stats = RayStats(sampler, cfg.ray)
+        last_done = np.ones(n_envs, dtype=bool)  # the next rollout's starts[0]
+        lag_acc = [0.0, 0]
+
+        def row_now(frames: int, lr: float) -> dict[str, Any]:
+            row = _metrics_row(c, tracker, clock, frames, lr)
+            row["policy_lag"] = lag_acc[0] / lag_acc[1] if lag_acc[1] else 0.0
+            lag_acc[:] = [0.0, 0]
+            row.update(stats.columns())
+            return row
+
+        log = MetricsLogger(
+            run.metrics_csv,
+            run.tb if cfg.tensorboard else None,
+            columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
+            resume_frames=c["steps"] * frame_skip if resuming else None,
+        )
+        if not resuming:
+            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
+        bar = Progress(
+            cfg.max_frames,
+            initial=c["steps"] * frame_skip,
+            enabled=False if cfg.no_progress else None,
+            desc=f"ppo {info.env_id} ray x{sampler.num_workers}",
+        )
+        session_start = (time.monotonic(), c["steps"])
+        last_row_frames = None
+        clock.fps(c["steps"] * frame_skip)
+        reason = None
+        callback_stop = False
+
+        with StopOnInterrupt() as stop:
+            while True:
+                frames = c["steps"] * frame_skip
+                reason = stop_reason(
+                    interrupted=stop.requested or callback_stop,
+                    solved=tracker.solved and stop_score is not None,
+                    frames=frames,
+                    max_frames=cfg.max_frames,
+                    seconds=clock.seconds,
+                    max_minutes=cfg.max_minutes,
+                )
+                if reason:
+                    if callback_stop and not stop.requested:
+                        reason = "callback"
+                    break
+
+                # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
+                lr = cfg.lr
+                if cfg.anneal_lr:
+                    lr = cfg.lr * max(0.0, 1.0 - frames / anneal_frames)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+
+                # 2. Rollout: num_steps of every env of every worker, all with these weights.
+                t0 = time.perf_counter()
+                sampler.set_weights(policy, version=c["updates"], force=True)
+                try:
+                    rollouts = sampler.collect_rollouts(cfg.num_steps)
+                except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
+                    raise WorkerFailedError(str(exc)) from exc
+                r = concat_rollouts(rollouts)
+                c["steps"] += r.meta.env_steps
+                frames = c["steps"] * frame_skip
+                for ret, length in zip(
+                    r.meta.episode_returns.tolist(), r.meta.episode_lengths.tolist()
+                ):
+                    tracker.add_episode(ret, length, frames, clock.seconds)
+                for part in rollouts:
+                    lag = sampler.policy_lag(part)
+                    stats.add(part, lag)
+                    lag_acc[0] += lag
+                    lag_acc[1] += 1
+                rollout_s = time.perf_counter() - t0
+
+                # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs);
+                #    the last step: V of the observation after the rollout).
+                t1 = time.perf_counter()
+                batch = _to_batch(r, last_done, device, cfg.gamma, cfg.gae_lambda)
+                last_done = r.terminated[-1] | r.truncated[-1]
+
+                # 4. PPO epochs: the local loop's update phase.
+                train_on_rollout(net, opt, batch, cfg, mb_gen, c, rollout_s=rollout_s, t_start=t1)
+
+                # 5. Metrics row and checkpoint, by seconds and/or frames.
+                if log_every.due(frames):
+                    log_every.mark(frames)
+                    last_row_frames = frames
+                    row = row_now(frames, lr)
+                    log.log(frames, row)
+                    if on_log is not None and on_log(LogEvent(frames, row, run.path, sampler.pids)):
+                        callback_stop = True
+                bar.update(frames, tracker, upd=c["updates"])
+                if ckpt_every.due(frames):
+                    ckpt_every.mark(frames)
+                    save(frames)
+
+        # The end: a last checkpoint and row, the summary and the learning curve.
+        frames = c["steps"] * frame_skip
+        save(frames)
+        if frames != last_row_frames:
+            log.log(frames, row_now(frames, lr_now(opt)))
+        session_s = time.monotonic() - session_start[0]
+        session_frames = (c["steps"] - session_start[1]) * frame_skip
+        write_summary(
+            run.summary_json,
+            frames=frames,
+            seconds=clock.seconds,
+            tracker=tracker,
+            extra={
+                "algo": "ppo",
+                "recurrent": False,
+                "env": info.env_id,
+                "stop_reason": reason,
+                "steps": c["steps"],
+                "updates": c["updates"],
+                "grad_steps": c["grad_steps"],
+                "frames_per_second": session_frames / session_s if session_s > 0 else None,
+                "device": str(device),
+                "run_dir": str(run.path),
+                "ray": stats.summary(),
+            },
+        )
+        summary = json.loads(run.summary_json.read_text())
+    finally:
+        if log is not None:
+            log.close()
+        if bar is not None:
+            bar.close()
+        if sampler is not None:
+            sampler.shutdown()
+        torch.set_num_threads(threads_before)
+    try:
+        plot_learning_curve(
+            run.metrics_csv,
+            run.learning_curve_png,
+            title=f"PPO {info.env_id} (Ray)",
+            stop_at_score=stop_score,
+        )
+    except Exception as exc:  # a plot must never lose a finished run
+        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
+    return summary
+
+
+def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> RolloutBatch:
+    """A stacked :class:`rapidrl.distributed.RolloutBatch` -> the trainer's
+    :class:`rapidrl.algos.ppo.train.RolloutBatch` on ``device``, with GAE advantages and returns.
+    Every env holds ``num_steps`` steps (``valid`` all True). ``starts[t]``: ``obs[t]`` opens an
+    episode (``starts[0]`` from ``last_done``, the previous rollout's last step; unused by the
+    feed-forward update)."""
+    t_len, n = r.rewards.shape
+
+    def dev(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+    values = dev(r.values)
+    terminated, truncated = dev(r.terminated), dev(r.truncated)
+    advantages, returns = gae(
+        dev(r.rewards), values, dev(r.next_values()), terminated, truncated, gamma, lam
+    )
+    done = terminated | truncated
+    starts = torch.empty_like(done)
+    starts[0] = dev(last_done) if len(last_done) == n else True
+    starts[1:] = done[:-1]
+    return RolloutBatch(
+        dev(r.obs),
+        dev(r.actions).long(),
+        dev(r.logprobs),
+        values,
+        advantages,
+        returns,
+        starts,
+        torch.ones((t_len, n), dtype=torch.bool, device=device),
+        torch.full((n,), t_len, dtype=torch.int64),
+        None,
+    )

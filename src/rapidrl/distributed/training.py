@@ -1,0 +1,156 @@
+"""What the trainers' Ray loops share (:mod:`rapidrl.algos.dqn.ray_loop`,
+:mod:`rapidrl.algos.ppo.ray_loop`): starting a :class:`RaySampler` from a config's Ray fields
+(``ray``, ``workers``, ``envs_per_worker``, ``ray_cpus_per_worker``, ``backend``,
+``num_workers``), the learner's torch threads, and the accounting behind the ``ray_*`` metric
+columns and the ``ray`` section of ``summary.json``.
+
+Importing this module does not import Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from rapidrl.config import ConfigError, ray_workers
+from rapidrl.distributed.batches import RolloutBatch, TransitionBatch
+from rapidrl.distributed.sampler import RaySampler, require_ray
+
+__all__ = [
+    "RAY_COLUMNS",
+    "RayStats",
+    "check_ray",
+    "learner_threads",
+    "start_sampler",
+    "worker_backend",
+]
+
+RAY_COLUMNS = ("ray_workers", "ray_nodes", "ray_restarts", "ray_failures", "ray_dropped_batches")
+"""Metric columns of a Ray run (see :meth:`RayStats.columns`)."""
+
+
+def check_ray() -> None:
+    """``ConfigError`` naming the install command when Ray is missing (checked before a run
+    directory is made)."""
+    try:
+        require_ray()
+    except ImportError as exc:
+        raise ConfigError(f"--ray: {exc}") from exc
+
+
+def worker_backend(backend: str) -> str:
+    """The vector-env backend inside a Ray worker: ``auto`` -> ``serial`` (a worker owns
+    ``ray_cpus_per_worker`` CPUs; env processes of its own would oversubscribe them), any other
+    backend as given (e.g. ``ale``: ale_py's C++ vectorizer)."""
+    return "serial" if backend == "auto" else backend
+
+
+def start_sampler(
+    cfg: Any,
+    env: Any,
+    policy_factory: Callable[[], Any],
+    *,
+    env_options: Any,
+    seed: int,
+    publish_every: int = 1,
+) -> RaySampler:
+    """A :class:`RaySampler` for ``cfg`` (a DQN or PPO config with ``cfg.ray`` set).
+
+    ``cfg.ray == "local"`` starts a new Ray instance on this machine (``ray.init(address=
+    "local")``, stopped again by ``sampler.shutdown()``); any other value is the address of a
+    running cluster. Failures a user can fix (no connection, not enough CPUs for the workers)
+    raise ``ConfigError``.
+    """
+    vec_kwargs = {"num_workers": cfg.num_workers} if cfg.num_workers is not None else None
+    try:
+        return RaySampler(
+            env,
+            policy_factory,
+            ray_workers(cfg.workers),
+            cfg.envs_per_worker,
+            backend=worker_backend(cfg.backend),
+            env_options=env_options,
+            vec_kwargs=vec_kwargs,
+            num_cpus_per_worker=cfg.ray_cpus_per_worker,
+            address=cfg.ray,
+            seed=seed,
+            publish_every=publish_every,
+        )
+    except ConnectionError as exc:
+        raise ConfigError(f"--ray {cfg.ray}: cannot connect to the Ray cluster: {exc}") from exc
+    except TimeoutError as exc:
+        raise ConfigError(
+            f"{exc}; lower --workers or --ray-cpus-per-worker, or add nodes to the cluster"
+        ) from exc
+
+
+def learner_threads(sampler: RaySampler, requested: int, cpus_per_worker: float) -> int:
+    """Torch threads of the learner: ``requested`` if set, else this machine's CPUs minus those
+    reserved by the workers that run on this node (at least 1)."""
+    from rapidrl.train.loop import cpu_count
+
+    if requested:
+        return int(requested)
+    ray = require_ray()
+    try:
+        here = ray.get_runtime_context().get_node_id()
+    except Exception:  # e.g. Ray client mode: assume the workers run elsewhere
+        here = None
+    local = sum(node == here for node in sampler.node_ids) * cpus_per_worker
+    return max(1, cpu_count() - math.ceil(local))
+
+
+class RayStats:
+    """This session's data by node and by worker, the policy lag, and the sampler's counters.
+
+    ``add(batch, lag)`` for every batch the learner takes; ``columns()`` gives the ``ray_*``
+    metric columns (workers, nodes that delivered, restarts of failed workers, failures, batches
+    dropped with a dead worker); ``summary()`` the ``ray`` section of ``summary.json``
+    (``frames_by_node``: emulator frames each Ray node delivered).
+    """
+
+    def __init__(self, sampler: RaySampler, address: str):
+        self.sampler = sampler
+        self.address = address
+        self.frames_by_node: Counter[str] = Counter()
+        self.frames_by_worker: Counter[int] = Counter()
+        self.lag_sum = 0.0
+        self.lag_n = 0
+
+    def add(self, batch: TransitionBatch | RolloutBatch, lag: float) -> None:
+        m = batch.meta
+        self.frames_by_node[m.node_id] += int(m.frames)
+        self.frames_by_worker[int(m.worker_id)] += int(m.frames)
+        self.lag_sum += float(lag)
+        self.lag_n += 1
+
+    def columns(self) -> dict[str, int]:
+        s = self.sampler
+        return {
+            "ray_workers": s.num_workers,
+            "ray_nodes": len(self.frames_by_node),
+            "ray_restarts": s.restarts,
+            "ray_failures": s.failures,
+            "ray_dropped_batches": s.dropped_batches,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        s = self.sampler
+        return {
+            "address": self.address,
+            "workers": s.num_workers,
+            "envs_per_worker": s.envs_per_worker,
+            "nodes": len(self.frames_by_node),
+            "frames_by_node": dict(self.frames_by_node),
+            "frames_by_worker": {str(k): v for k, v in sorted(self.frames_by_worker.items())},
+            "batches": s.batches,
+            "bytes_received": s.bytes_received,
+            "weight_puts": s.weight_puts,
+            "weight_bytes": s.weight_bytes,
+            "restarts": s.restarts,
+            "failures": s.failures,
+            "dropped_batches": s.dropped_batches,
+            "policy_lag_mean": self.lag_sum / self.lag_n if self.lag_n else None,
+        }
