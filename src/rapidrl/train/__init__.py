@@ -9,7 +9,9 @@ Every trainer (DQN, PPO, Ray) builds its loop from these pieces::
 
 See the module docstrings: ``run`` (RunDir, config JSON round trip, atomic writes), ``metrics``
 (EpisodeTracker, RunClock, MetricsLogger), ``checkpoint`` (Checkpointer, load_latest,
-StopOnInterrupt), ``progress`` (Progress, write_summary), ``seeding``, ``plots``.
+StopOnInterrupt), ``progress`` (Progress, write_summary), ``seeding``, ``plots``, and ``loop``
+(stop conditions, cadence, and ``RunSession``: the metrics log, progress bar, stop check,
+summary and learning curve around every trainer's loop).
 """
 
 from rapidrl.train.checkpoint import (

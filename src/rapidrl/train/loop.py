@@ -2,11 +2,13 @@
 
 Stop conditions (:func:`stop_reason`), the "every N seconds and/or every N frames" cadence of
 metrics rows and checkpoints (:class:`Every`), the stop score ``"auto"`` (:func:`resolve_stop_score`),
-devices and thread counts, the env seeds of a (re)start, and the command-line rule for
-``--resume RUN_DIR`` (:func:`parse_with_resume`: the run's own config.json gives the defaults).
+devices and thread counts, the env seeds of a (re)start, the command-line rule for
+``--resume RUN_DIR`` (:func:`parse_with_resume`: the run's own config.json gives the defaults),
+and :class:`RunSession`: the metrics log, progress bar, stop check, summary and learning curve
+around every training loop (DQN, PPO, and their Ray loops).
 
 Extracted from the DQN trainer's conventions so that PPO follows them exactly; the DQN trainer
-keeps private copies for now.
+keeps private copies of the row/checkpoint cadence for now.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,9 +25,14 @@ import numpy as np
 import torch
 
 from rapidrl.config import ConfigError, parse_config
+from rapidrl.train.metrics import EpisodeTracker, MetricsLogger, RunClock
+from rapidrl.train.plots import plot_learning_curve
+from rapidrl.train.progress import Progress, write_summary
+from rapidrl.train.run import RunDir
 
 __all__ = [
     "Every",
+    "RunSession",
     "atari_env_options",
     "cpu_count",
     "flag_value",
@@ -115,6 +123,170 @@ def stop_reason(
     if max_minutes is not None and seconds >= 60 * max_minutes:
         return "max_minutes"
     return None
+
+
+class RunSession:
+    """What every training loop does around its algorithm, written once: open the metrics log
+    (CSV + TensorBoard, the config as text) and the progress bar, check the stop conditions at the
+    top of each iteration, log rows, and at the end write ``summary.json`` and plot the learning
+    curve. One session is one start or resume of a run::
+
+        session = RunSession(run, cfg, algo="ppo", env_id=..., device=..., tracker=tracker,
+                             clock=clock, stop_score=stop_score)
+        try:
+            envs = ...
+            session.open(columns=METRIC_COLUMNS, frames=frames, desc="ppo CartPole-v1")
+            with StopOnInterrupt() as stop:
+                while not session.should_stop(stop, frames):
+                    ...                              # the algorithm's iteration
+                    session.log_row(frames, row)     # when a row is due
+                    if on_log is not None and on_log(event):
+                        session.callback_stop = True
+            ...                                      # a last checkpoint
+            if frames != session.last_row_frames:
+                session.log_row(frames, row)
+            summary = session.finish(frames, steps=..., updates=..., title="PPO CartPole-v1")
+        finally:
+            session.close()
+            envs.close()
+
+    ``cfg`` is a trainer config (DQN or PPO): ``resume``, ``tensorboard``, ``no_progress``,
+    ``max_frames`` and ``max_minutes`` are read from it. ``recurrent`` (PPO) goes into the
+    summary after ``algo`` (None: no such key).
+    """
+
+    def __init__(
+        self,
+        run: RunDir,
+        cfg: Any,
+        *,
+        algo: str,
+        env_id: str,
+        device: torch.device,
+        tracker: EpisodeTracker,
+        clock: RunClock,
+        stop_score: float | None,
+        recurrent: bool | None = None,
+    ):
+        self.run = run
+        self.cfg = cfg
+        self.algo = algo
+        self.recurrent = recurrent
+        self.env_id = env_id
+        self.device = device
+        self.tracker = tracker
+        self.clock = clock
+        self.stop_score = stop_score
+        self.resuming = cfg.resume is not None
+        self.log: MetricsLogger | None = None
+        self.bar: Progress | None = None
+        self.reason: str | None = None
+        """Why the run stopped (set by :meth:`should_stop`)."""
+        self.callback_stop = False
+        """Set when the ``on_log`` callback asks to stop: the stop reason is then "callback"."""
+        self.last_row_frames: int | None = None
+        self._start: tuple[float, int] = (time.monotonic(), 0)
+
+    def open(self, *, columns: Sequence[str], frames: int, desc: str) -> None:
+        """Open ``metrics.csv`` (a resumed run keeps its rows up to ``frames``; a fresh run logs
+        its config to TensorBoard) and the progress bar at ``frames``; start this session's
+        frames-per-second and the clock's fps count."""
+        cfg, run = self.cfg, self.run
+        self.log = MetricsLogger(
+            run.metrics_csv,
+            run.tb if cfg.tensorboard else None,
+            columns=columns,
+            resume_frames=frames if self.resuming else None,
+        )
+        if not self.resuming:
+            self.log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
+        self.bar = Progress(
+            cfg.max_frames,
+            initial=frames,
+            enabled=False if cfg.no_progress else None,
+            desc=desc,
+        )
+        self._start = (time.monotonic(), frames)
+        self.clock.fps(frames)
+
+    def should_stop(self, stop: Any, frames: int) -> bool:
+        """Whether to stop now, at ``frames`` (``stop``: the loop's ``StopOnInterrupt``); the
+        reason is kept in :attr:`reason`: "interrupted" (Ctrl-C), "callback" (``on_log``),
+        "solved", "max_frames" or "max_minutes"."""
+        self.reason = stop_reason(
+            interrupted=stop.requested or self.callback_stop,
+            solved=self.tracker.solved and self.stop_score is not None,
+            frames=frames,
+            max_frames=self.cfg.max_frames,
+            seconds=self.clock.seconds,
+            max_minutes=self.cfg.max_minutes,
+        )
+        if self.reason and self.callback_stop and not stop.requested:
+            self.reason = "callback"
+        return self.reason is not None
+
+    def log_row(self, frames: int, row: Mapping[str, Any]) -> None:
+        """One metrics row at ``frames``."""
+        assert self.log is not None, "open() first"
+        self.log.log(frames, row)
+        self.last_row_frames = frames
+
+    def finish(
+        self,
+        frames: int,
+        *,
+        steps: int,
+        updates: int,
+        grad_steps: int | None = None,
+        title: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The end of a session that ran to its stop: close the log and the bar, write
+        ``summary.json`` (the tracker's numbers, then algo, [recurrent,] env, stop_reason, steps,
+        updates, [grad_steps,] this session's frames_per_second, device, run_dir, then ``extra``),
+        plot the learning curve (a failed plot is a warning: it must never lose a finished run);
+        return the summary as written."""
+        self.close()
+        start_time, start_frames = self._start
+        session_s = time.monotonic() - start_time
+        fields: dict[str, Any] = {"algo": self.algo}
+        if self.recurrent is not None:
+            fields["recurrent"] = self.recurrent
+        fields.update(env=self.env_id, stop_reason=self.reason, steps=steps, updates=updates)
+        if grad_steps is not None:
+            fields["grad_steps"] = grad_steps
+        fields.update(
+            frames_per_second=(frames - start_frames) / session_s if session_s > 0 else None,
+            device=str(self.device),
+            run_dir=str(self.run.path),
+        )
+        write_summary(
+            self.run.summary_json,
+            frames=frames,
+            seconds=self.clock.seconds,
+            tracker=self.tracker,
+            extra={**fields, **(extra or {})},
+        )
+        summary = json.loads(self.run.summary_json.read_text())
+        try:
+            plot_learning_curve(
+                self.run.metrics_csv,
+                self.run.learning_curve_png,
+                title=title,
+                stop_at_score=self.stop_score,
+            )
+        except Exception as exc:  # a plot must never lose a finished run
+            warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=3)
+        return summary
+
+    def close(self) -> None:
+        """Close the metrics log and the progress bar (again: nothing)."""
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 class Every:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import json
 import math
 import sys
 import time
@@ -78,16 +77,12 @@ from rapidrl.distributed.training import (
 from rapidrl.train import (
     Checkpointer,
     EpisodeTracker,
-    MetricsLogger,
-    Progress,
     RunClock,
     RunDir,
     StopOnInterrupt,
-    plot_learning_curve,
     seed_everything,
-    write_summary,
 )
-from rapidrl.train.loop import resolve_device, resolve_stop_score, restart_env_seed, stop_reason
+from rapidrl.train.loop import RunSession, resolve_device, resolve_stop_score, restart_env_seed
 
 __all__ = ["actor_policy", "train_ray"]
 
@@ -168,8 +163,17 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         c.update(state.state["counters"])
     tracker.stop_at_score = stop_score
 
-    sampler = log = bar = None
-    summary: dict[str, Any] = {}
+    session = RunSession(
+        run,
+        cfg,
+        algo="dqn",
+        env_id=info.env_id,
+        device=device,
+        tracker=tracker,
+        clock=clock,
+        stop_score=stop_score,
+    )
+    sampler = None
     threads_before = torch.get_num_threads()
     try:
         factory = functools.partial(actor_policy, cfg, obs_shape, n_actions)
@@ -239,41 +243,15 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
             row.update(stats.columns())
             return row
 
-        log = MetricsLogger(
-            run.metrics_csv,
-            run.tb if cfg.tensorboard else None,
+        session.open(
             columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-            resume_frames=c["steps"] * frame_skip if resuming else None,
-        )
-        if not resuming:
-            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
-        bar = Progress(
-            cfg.max_frames,
-            initial=c["steps"] * frame_skip,
-            enabled=False if cfg.no_progress else None,
+            frames=c["steps"] * frame_skip,
             desc=f"dqn {info.env_id} ray x{sampler.num_workers}",
         )
-        session_start = (time.monotonic(), c["steps"])
-        last_log_time, last_row_frames = time.monotonic(), None
-        clock.fps(c["steps"] * frame_skip)
-        reason = None
-        callback_stop = False
+        last_log_time = time.monotonic()
 
         with StopOnInterrupt() as stop:
-            while True:
-                reason = stop_reason(
-                    interrupted=stop.requested or callback_stop,
-                    solved=tracker.solved and stop_score is not None,
-                    frames=c["steps"] * frame_skip,
-                    max_frames=cfg.max_frames,
-                    seconds=clock.seconds,
-                    max_minutes=cfg.max_minutes,
-                )
-                if reason:
-                    if callback_stop and not stop.requested:
-                        reason = "callback"
-                    break
-
+            while not session.should_stop(stop, c["steps"] * frame_skip):
                 # 1. The batches that completed (each worker has been sent its next request).
                 try:
                     batches = sampler.next_transitions(
@@ -310,14 +288,14 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                     if by_frames or by_time:
                         if every:
                             c["logged"] = frames // every
-                        last_log_time, last_row_frames = now, frames
+                        last_log_time = now
                         row = row_now(frames)
-                        log.log(frames, row)
+                        session.log_row(frames, row)
                         if on_log is not None and on_log(
                             LogEvent(frames, row, run.path, sampler.pids)
                         ):
-                            callback_stop = True
-                    bar.update(frames, tracker, eps=eps, upd=c["updates"], lag=lag)
+                            session.callback_stop = True
+                    session.bar.update(frames, tracker, eps=eps, upd=c["updates"], lag=lag)
 
                     # Checkpoint: every checkpoint_every_seconds and/or checkpoint_every_frames.
                     every = cfg.checkpoint_every_frames
@@ -331,46 +309,20 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         frames = c["steps"] * frame_skip
         flush_stats()
         _save(ckpt, cfg, frames, q, target, opt, tracker, clock, c, act_rng, rb)
-        if frames != last_row_frames:
-            log.log(frames, row_now(frames))
-        session_s = time.monotonic() - session_start[0]
-        session_frames = (c["steps"] - session_start[1]) * frame_skip
-        write_summary(
-            run.summary_json,
-            frames=frames,
-            seconds=clock.seconds,
-            tracker=tracker,
-            extra={
-                "algo": "dqn",
-                "env": info.env_id,
-                "stop_reason": reason,
-                "steps": c["steps"],
-                "updates": c["updates"],
-                "frames_per_second": session_frames / session_s if session_s > 0 else None,
-                "device": str(device),
-                "run_dir": str(run.path),
-                "ray": {**stats.summary(), "epsilons": sampler.epsilons.tolist()},
-            },
+        if frames != session.last_row_frames:
+            session.log_row(frames, row_now(frames))
+        return session.finish(
+            frames,
+            steps=c["steps"],
+            updates=c["updates"],
+            title=f"DQN {info.env_id} (Ray)",
+            extra={"ray": {**stats.summary(), "epsilons": sampler.epsilons.tolist()}},
         )
-        summary = json.loads(run.summary_json.read_text())
     finally:
-        if log is not None:
-            log.close()
-        if bar is not None:
-            bar.close()
+        session.close()
         if sampler is not None:
             sampler.shutdown()
         torch.set_num_threads(threads_before)
-    try:
-        plot_learning_curve(
-            run.metrics_csv,
-            run.learning_curve_png,
-            title=f"DQN {info.env_id} (Ray)",
-            stop_at_score=stop_score,
-        )
-    except Exception as exc:  # a plot must never lose a finished run
-        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
-    return summary
 
 
 def _check_streams(cfg: DQNConfig, streams: int) -> None:

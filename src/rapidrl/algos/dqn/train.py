@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import math
 import sys
 import time
@@ -59,18 +58,15 @@ from rapidrl.train import (
     Checkpointer,
     CheckpointError,
     EpisodeTracker,
-    MetricsLogger,
-    Progress,
     RunClock,
     RunDir,
     StopOnInterrupt,
     config_from_dict,
-    plot_learning_curve,
     seed_everything,
-    write_summary,
 )
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.loop import (
+    RunSession,
     atari_env_options,
     cpu_count,
     flag_value,
@@ -416,8 +412,16 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     backend = cfg.backend
     if backend == "auto" and cfg.num_envs // max(1, cfg.actor_processes) == 1:
         backend = "serial"
-    log = bar = None
-    summary: dict[str, Any] = {}
+    session = RunSession(
+        run,
+        cfg,
+        algo="dqn",
+        env_id=info.env_id,
+        device=device,
+        tracker=tracker,
+        clock=clock,
+        stop_score=stop_score,
+    )
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes))
     try:
@@ -459,42 +463,16 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 timeout=cfg.actor_timeout_s,
             )
 
-        log = MetricsLogger(
-            run.metrics_csv,
-            run.tb if cfg.tensorboard else None,
-            columns=METRIC_COLUMNS,
-            resume_frames=c["steps"] * frame_skip if resuming else None,
+        session.open(
+            columns=METRIC_COLUMNS, frames=c["steps"] * frame_skip, desc=f"dqn {info.env_id}"
         )
-        if not resuming:
-            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
-        bar = Progress(
-            cfg.max_frames,
-            initial=c["steps"] * frame_skip,
-            enabled=False if cfg.no_progress else None,
-            desc=f"dqn {info.env_id}",
-        )
-        session_start = (time.monotonic(), c["steps"])
-        last_log_time, last_row_frames = time.monotonic(), None
-        clock.fps(c["steps"] * frame_skip)
+        last_log_time = time.monotonic()
         eps = linear_schedule(
             cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps, c["steps"]
         )
-        stop_reason = None
 
         with StopOnInterrupt() as stop:
-            while True:
-                frames = c["steps"] * frame_skip
-                if stop.requested:
-                    stop_reason = stop_reason or "interrupted"
-                elif tracker.solved and stop_score is not None:
-                    stop_reason = "solved"
-                elif frames >= cfg.max_frames:
-                    stop_reason = "max_frames"
-                elif cfg.max_minutes is not None and clock.seconds >= 60 * cfg.max_minutes:
-                    stop_reason = "max_minutes"
-                if stop_reason:
-                    break
-
+            while not session.should_stop(stop, c["steps"] * frame_skip):
                 if pool is None:
                     # 1. Act on the current observations and hand the actions to the envs.
                     eps = linear_schedule(
@@ -566,18 +544,17 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 if by_frames or by_time:
                     if cfg.log_every_frames:
                         c["logged"] = frames // cfg.log_every_frames
-                    last_log_time, last_row_frames = now, frames
+                    last_log_time = now
                     flush_stats()
                     row = _metrics_row(c, tracker, clock, frames, eps, len(rb))
                     if cfg.prioritized:
                         row["beta"] = beta_at(c["steps"])
-                    log.log(frames, row)
+                    session.log_row(frames, row)
                     if on_log is not None and on_log(
                         LogEvent(frames, row, run.path, pool.pids if pool else [])
                     ):
-                        stop.request()
-                        stop_reason = "callback"
-                bar.update(frames, tracker, eps=eps, upd=c["updates"])
+                        session.callback_stop = True
+                session.bar.update(frames, tracker, eps=eps, upd=c["updates"])
 
                 # Checkpoint: every checkpoint_every_seconds and/or checkpoint_every_frames.
                 every = cfg.checkpoint_every_frames
@@ -591,47 +568,18 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         frames = c["steps"] * frame_skip
         flush_stats()
         _save(ckpt, cfg, frames, q, target, opt, tracker, clock, c, act_rng, rb)
-        if frames != last_row_frames:
-            log.log(frames, _metrics_row(c, tracker, clock, frames, eps, len(rb)))
-        session_s = time.monotonic() - session_start[0]
-        session_frames = (c["steps"] - session_start[1]) * frame_skip
-        write_summary(
-            run.summary_json,
-            frames=frames,
-            seconds=clock.seconds,
-            tracker=tracker,
-            extra={
-                "algo": "dqn",
-                "env": info.env_id,
-                "stop_reason": stop_reason,
-                "steps": c["steps"],
-                "updates": c["updates"],
-                "frames_per_second": session_frames / session_s if session_s > 0 else None,
-                "device": str(device),
-                "run_dir": str(run.path),
-            },
+        if frames != session.last_row_frames:
+            session.log_row(frames, _metrics_row(c, tracker, clock, frames, eps, len(rb)))
+        return session.finish(
+            frames, steps=c["steps"], updates=c["updates"], title=f"DQN {info.env_id}"
         )
-        summary = json.loads(run.summary_json.read_text())
     finally:
-        if log is not None:
-            log.close()
-        if bar is not None:
-            bar.close()
+        session.close()
         if envs is not None:
             envs.close()
         if pool is not None:
             pool.close()
         torch.set_num_threads(threads_before)
-    try:
-        plot_learning_curve(
-            run.metrics_csv,
-            run.learning_curve_png,
-            title=f"DQN {info.env_id}",
-            stop_at_score=stop_score,
-        )
-    except Exception as exc:  # a plot must never lose a finished run
-        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
-    return summary
 
 
 def _metrics_row(c, tracker, clock, frames, eps, buffer_len) -> dict[str, Any]:

@@ -29,10 +29,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import json
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +48,7 @@ from rapidrl.algos.ppo.train import (
     _metrics_row,
     _seed_of,
     _zero_acc,
+    anneal_lr,
     env_options,
     lr_now,
     make_policy,
@@ -69,21 +68,17 @@ from rapidrl.distributed.training import (
 from rapidrl.train import (
     Checkpointer,
     EpisodeTracker,
-    MetricsLogger,
-    Progress,
     RunClock,
     RunDir,
     StopOnInterrupt,
-    plot_learning_curve,
     seed_everything,
-    write_summary,
 )
 from rapidrl.train.loop import (
     Every,
+    RunSession,
     resolve_device,
     resolve_stop_score,
     restart_env_seed,
-    stop_reason,
 )
 
 __all__ = ["actor_policy", "train_ray"]
@@ -128,7 +123,6 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
 
     net = make_policy(cfg, obs_shape, n_actions).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
-    anneal_frames = cfg.lr_anneal_frames or cfg.max_frames
     policy = ActorCriticPolicy(net)  # what is published: net's weights under "net."
 
     c: dict[str, Any] = {"steps": 0, "updates": 0, "grad_steps": 0, "acc": _zero_acc()}
@@ -174,8 +168,18 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     # A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing rapidrl.algos.ppo, so
     # the workers get a factory that registers it there first.
     env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
-    sampler = log = bar = None
-    summary: dict[str, Any] = {}
+    sampler = None
+    session = RunSession(
+        run,
+        cfg,
+        algo="ppo",
+        env_id=info.env_id,
+        device=device,
+        tracker=tracker,
+        clock=clock,
+        stop_score=stop_score,
+        recurrent=False,
+    )
     try:
         sampler = start_sampler(
             cfg,
@@ -202,48 +206,16 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
             row.update(stats.columns())
             return row
 
-        log = MetricsLogger(
-            run.metrics_csv,
-            run.tb if cfg.tensorboard else None,
+        session.open(
             columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
-            resume_frames=c["steps"] * frame_skip if resuming else None,
-        )
-        if not resuming:
-            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
-        bar = Progress(
-            cfg.max_frames,
-            initial=c["steps"] * frame_skip,
-            enabled=False if cfg.no_progress else None,
+            frames=c["steps"] * frame_skip,
             desc=f"ppo {info.env_id} ray x{sampler.num_workers}",
         )
-        session_start = (time.monotonic(), c["steps"])
-        last_row_frames = None
-        clock.fps(c["steps"] * frame_skip)
-        reason = None
-        callback_stop = False
 
         with StopOnInterrupt() as stop:
-            while True:
-                frames = c["steps"] * frame_skip
-                reason = stop_reason(
-                    interrupted=stop.requested or callback_stop,
-                    solved=tracker.solved and stop_score is not None,
-                    frames=frames,
-                    max_frames=cfg.max_frames,
-                    seconds=clock.seconds,
-                    max_minutes=cfg.max_minutes,
-                )
-                if reason:
-                    if callback_stop and not stop.requested:
-                        reason = "callback"
-                    break
-
+            while not session.should_stop(stop, c["steps"] * frame_skip):
                 # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                lr = cfg.lr
-                if cfg.anneal_lr:
-                    lr = cfg.lr * max(0.0, 1.0 - frames / anneal_frames)
-                for group in opt.param_groups:
-                    group["lr"] = lr
+                lr = anneal_lr(opt, cfg, c["steps"] * frame_skip)
 
                 # 2. Rollout: num_steps of every env of every worker, all with these weights.
                 t0 = time.perf_counter()
@@ -278,12 +250,11 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                 # 5. Metrics row and checkpoint, by seconds and/or frames.
                 if log_every.due(frames):
                     log_every.mark(frames)
-                    last_row_frames = frames
                     row = row_now(frames, lr)
-                    log.log(frames, row)
+                    session.log_row(frames, row)
                     if on_log is not None and on_log(LogEvent(frames, row, run.path, sampler.pids)):
-                        callback_stop = True
-                bar.update(frames, tracker, upd=c["updates"])
+                        session.callback_stop = True
+                session.bar.update(frames, tracker, upd=c["updates"])
                 if ckpt_every.due(frames):
                     ckpt_every.mark(frames)
                     save(frames)
@@ -291,48 +262,21 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         # The end: a last checkpoint and row, the summary and the learning curve.
         frames = c["steps"] * frame_skip
         save(frames)
-        if frames != last_row_frames:
-            log.log(frames, row_now(frames, lr_now(opt)))
-        session_s = time.monotonic() - session_start[0]
-        session_frames = (c["steps"] - session_start[1]) * frame_skip
-        write_summary(
-            run.summary_json,
-            frames=frames,
-            seconds=clock.seconds,
-            tracker=tracker,
-            extra={
-                "algo": "ppo",
-                "recurrent": False,
-                "env": info.env_id,
-                "stop_reason": reason,
-                "steps": c["steps"],
-                "updates": c["updates"],
-                "grad_steps": c["grad_steps"],
-                "frames_per_second": session_frames / session_s if session_s > 0 else None,
-                "device": str(device),
-                "run_dir": str(run.path),
-                "ray": stats.summary(),
-            },
+        if frames != session.last_row_frames:
+            session.log_row(frames, row_now(frames, lr_now(opt)))
+        return session.finish(
+            frames,
+            steps=c["steps"],
+            updates=c["updates"],
+            grad_steps=c["grad_steps"],
+            title=f"PPO {info.env_id} (Ray)",
+            extra={"ray": stats.summary()},
         )
-        summary = json.loads(run.summary_json.read_text())
     finally:
-        if log is not None:
-            log.close()
-        if bar is not None:
-            bar.close()
+        session.close()
         if sampler is not None:
             sampler.shutdown()
         torch.set_num_threads(threads_before)
-    try:
-        plot_learning_curve(
-            run.metrics_csv,
-            run.learning_curve_png,
-            title=f"PPO {info.env_id} (Ray)",
-            stop_at_score=stop_score,
-        )
-    except Exception as exc:  # a plot must never lose a finished run
-        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
-    return summary
 
 
 def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> RolloutBatch:

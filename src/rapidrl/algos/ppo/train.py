@@ -66,11 +66,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,32 +90,29 @@ from rapidrl.train import (
     Checkpointer,
     CheckpointError,
     EpisodeTracker,
-    MetricsLogger,
-    Progress,
     RunClock,
     RunDir,
     StopOnInterrupt,
     config_from_dict,
-    plot_learning_curve,
     seed_everything,
-    write_summary,
 )
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.loop import (
     Every,
+    RunSession,
     atari_env_options,
     cpu_count,
     parse_with_resume,
     resolve_device,
     resolve_stop_score,
     restart_env_seed,
-    stop_reason,
 )
 
 __all__ = [
     "LSTM_PRESETS",
     "LogEvent",
     "RolloutBatch",
+    "anneal_lr",
     "env_options",
     "eval_policy",
     "main_ppo",
@@ -473,7 +468,6 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     # Network and optimizer.
     net = make_policy(cfg, obs_shape, n_actions).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
-    anneal_frames = cfg.lr_anneal_frames or cfg.max_frames
 
     # Counters: everything the schedules and the metric rows depend on (saved in checkpoints).
     c: dict[str, Any] = {
@@ -527,8 +521,18 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     if backend == "auto" and cfg.num_envs == 1:
         backend = "serial"
     env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
-    envs = log = bar = None
-    summary: dict[str, Any] = {}
+    envs = None
+    session = RunSession(
+        run,
+        cfg,
+        algo="ppo",
+        env_id=info.env_id,
+        device=device,
+        tracker=tracker,
+        clock=clock,
+        stop_score=stop_score,
+        recurrent=cfg.recurrent,
+    )
     try:
         try:
             envs = make_vec(
@@ -587,48 +591,14 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             values_buf[pos, ids_t] = out.value
             envs.send(out.action.cpu().numpy(), ids)
 
-        log = MetricsLogger(
-            run.metrics_csv,
-            run.tb if cfg.tensorboard else None,
-            columns=METRIC_COLUMNS,
-            resume_frames=c["steps"] * frame_skip if resuming else None,
+        session.open(
+            columns=METRIC_COLUMNS, frames=c["steps"] * frame_skip, desc=f"{name} {info.env_id}"
         )
-        if not resuming:
-            log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
-        bar = Progress(
-            cfg.max_frames,
-            initial=c["steps"] * frame_skip,
-            enabled=False if cfg.no_progress else None,
-            desc=f"{name} {info.env_id}",
-        )
-        session_start = (time.monotonic(), c["steps"])
-        last_row_frames = None
-        clock.fps(c["steps"] * frame_skip)
-        reason = None
-        callback_stop = False
 
         with StopOnInterrupt() as stop:
-            while True:
-                frames = c["steps"] * frame_skip
-                reason = stop_reason(
-                    interrupted=stop.requested or callback_stop,
-                    solved=tracker.solved and stop_score is not None,
-                    frames=frames,
-                    max_frames=cfg.max_frames,
-                    seconds=clock.seconds,
-                    max_minutes=cfg.max_minutes,
-                )
-                if reason:
-                    if callback_stop and not stop.requested:
-                        reason = "callback"
-                    break
-
+            while not session.should_stop(stop, c["steps"] * frame_skip):
                 # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                lr = cfg.lr
-                if cfg.anneal_lr:
-                    lr = cfg.lr * max(0.0, 1.0 - frames / anneal_frames)
-                for group in opt.param_groups:
-                    group["lr"] = lr
+                lr = anneal_lr(opt, cfg, c["steps"] * frame_skip)
 
                 # 2. Rollout: num_steps x num_envs agent steps (see the module docstring for
                 #    how an asynchronous vector env's batches are assembled).
@@ -663,7 +633,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     c["steps"] += len(ids)
                     frames = c["steps"] * frame_skip
                     tracker.update(infos, frames, clock.seconds)
-                    bar.update(frames, tracker, upd=c["updates"])
+                    session.bar.update(frames, tracker, upd=c["updates"])
                     if sent < cfg.rollout_steps:  # else hold the env until the update is done
                         act_and_send(ids)
                         sent += len(ids)
@@ -709,12 +679,11 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 frames = c["steps"] * frame_skip
                 if log_every.due(frames):
                     log_every.mark(frames)
-                    last_row_frames = frames
                     row = _metrics_row(c, tracker, clock, frames, lr)
-                    log.log(frames, row)
+                    session.log_row(frames, row)
                     if on_log is not None and on_log(LogEvent(frames, row, run.path)):
-                        callback_stop = True
-                bar.update(frames, tracker, upd=c["updates"])
+                        session.callback_stop = True
+                session.bar.update(frames, tracker, upd=c["updates"])
                 if ckpt_every.due(frames):
                     ckpt_every.mark(frames)
                     save(frames)
@@ -722,47 +691,31 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         # The end: a last checkpoint and row, the summary and the learning curve.
         frames = c["steps"] * frame_skip
         save(frames)
-        if frames != last_row_frames:
-            log.log(frames, _metrics_row(c, tracker, clock, frames, lr_now(opt)))
-        session_s = time.monotonic() - session_start[0]
-        session_frames = (c["steps"] - session_start[1]) * frame_skip
-        write_summary(
-            run.summary_json,
-            frames=frames,
-            seconds=clock.seconds,
-            tracker=tracker,
-            extra={
-                "algo": "ppo",
-                "recurrent": cfg.recurrent,
-                "env": info.env_id,
-                "stop_reason": reason,
-                "steps": c["steps"],
-                "updates": c["updates"],
-                "grad_steps": c["grad_steps"],
-                "frames_per_second": session_frames / session_s if session_s > 0 else None,
-                "device": str(device),
-                "run_dir": str(run.path),
-            },
+        if frames != session.last_row_frames:
+            session.log_row(frames, _metrics_row(c, tracker, clock, frames, lr_now(opt)))
+        return session.finish(
+            frames,
+            steps=c["steps"],
+            updates=c["updates"],
+            grad_steps=c["grad_steps"],
+            title=f"{name.upper()} {info.env_id}",
         )
-        summary = json.loads(run.summary_json.read_text())
     finally:
-        if log is not None:
-            log.close()
-        if bar is not None:
-            bar.close()
+        session.close()
         if envs is not None:
             envs.close()
         torch.set_num_threads(threads_before)
-    try:
-        plot_learning_curve(
-            run.metrics_csv,
-            run.learning_curve_png,
-            title=f"{name.upper()} {info.env_id}",
-            stop_at_score=stop_score,
-        )
-    except Exception as exc:  # a plot must never lose a finished run
-        warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=2)
-    return summary
+
+
+def anneal_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, frames: int) -> float:
+    """Set and return the learning rate at ``frames``: ``cfg.lr``, with ``anneal_lr`` annealed
+    linearly to 0 over ``lr_anneal_frames`` (default ``max_frames``)."""
+    lr = cfg.lr
+    if cfg.anneal_lr:
+        lr = cfg.lr * max(0.0, 1.0 - frames / (cfg.lr_anneal_frames or cfg.max_frames))
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
 
 
 def lr_now(opt: torch.optim.Optimizer) -> float:
