@@ -14,7 +14,6 @@ import signal
 import time
 
 import numpy as np
-import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -30,6 +29,7 @@ from rapidrl.distributed import (  # noqa: E402
     make_q_policy,
     weights_to_numpy,
 )
+from rapidrl.distributed.testing import ray_pids, wait_gone  # noqa: E402
 
 Q_CARTPOLE = functools.partial(make_q_policy, (4,), 2)
 AC_CARTPOLE = functools.partial(make_actor_critic_policy, (4,), 2)
@@ -37,36 +37,6 @@ STORE = 80 * 2**20  # the smallest object store Ray accepts is 75 MiB
 QUIET = {"log_to_driver": False}
 
 pytestmark = pytest.mark.timeout(150)
-
-
-def _ray_pids() -> set[int]:
-    """Ray processes among our descendants: GCS, raylets, agents (python .../ray/...), workers
-    (``ray::...``)."""
-    pids = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            text = (p.name() + " " + " ".join(p.cmdline())).lower()
-        except psutil.Error:
-            continue
-        if "ray" in text or "gcs_server" in text:
-            pids.add(p.pid)
-    return pids
-
-
-def _wait_gone(pids: set[int], timeout: float = 20.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                p = psutil.Process(pid)
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(f"{pid} {p.name()}")
-            except psutil.NoSuchProcess:
-                pass
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
 
 
 def test_local_ray_pong_and_shutdown_leaves_nothing():
@@ -85,12 +55,12 @@ def test_local_ray_pong_and_shutdown_leaves_nothing():
         # A worker that cannot start (unknown env id) fails fast with its error.
         with pytest.raises(RolloutWorkerError, match="(?s)failed to start.*NoSuchEnv"):
             RaySampler("NoSuchEnv-v0", Q_CARTPOLE, 1, num_cpus_per_worker=0, start_timeout=60)
-        pids = _ray_pids()
+        pids = ray_pids()
         assert pids
     finally:
         s.shutdown()
     assert not ray.is_initialized()
-    assert _wait_gone(pids) == []
+    assert wait_gone(pids) == []
     s.shutdown()  # idempotent
 
 
@@ -196,9 +166,9 @@ def test_rollouts_from_every_node_with_restart(cluster):
 
 
 def test_cluster_shutdown_leaves_nothing(cluster):
-    pids = _ray_pids()
+    pids = ray_pids()
     assert pids  # the cluster's GCS, raylets, workers
     ray.shutdown()
     cluster.shutdown()
-    assert _wait_gone(pids) == []
-    assert _ray_pids() == set()  # nor any started since
+    assert wait_gone(pids) == []
+    assert ray_pids() == set()  # nor any started since

@@ -15,9 +15,7 @@ import json
 import os
 import signal
 import sys
-import time
 
-import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -30,6 +28,7 @@ from rapidrl.algos.dqn.train import parse_dqn_args  # noqa: E402
 from rapidrl.algos.dqn.train import train as train_dqn  # noqa: E402
 from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS  # noqa: E402
 from rapidrl.algos.ppo.train import train as train_ppo  # noqa: E402
+from rapidrl.distributed.testing import ray_pids, wait_gone  # noqa: E402
 from rapidrl.train import list_checkpoints, load_latest, read_metrics  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
@@ -72,35 +71,6 @@ PPO_CARTPOLE = dataclasses.replace(
 
 
 STORE = 80 * 2**20  # the smallest object store Ray accepts is 75 MiB
-
-
-def _ray_pids() -> set[int]:
-    """Ray processes among our descendants (GCS, raylets, agents, workers)."""
-    pids = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            text = (p.name() + " " + " ".join(p.cmdline())).lower()
-        except psutil.Error:
-            continue
-        if "ray" in text or "gcs_server" in text:
-            pids.add(p.pid)
-    return pids
-
-
-def _wait_gone(pids: set[int], timeout: float = 20.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                p = psutil.Process(pid)
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(f"{pid} {p.name()}")
-            except psutil.NoSuchProcess:
-                pass
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
 
 
 def _metrics(run_dir):
@@ -187,7 +157,7 @@ def test_cli_local_ray_leaves_nothing(tmp_path, capsys):
     assert s["ray"]["address"] == "local" and s["ray"]["workers"] == 2
     assert s["frames"] >= 600 and s["updates"] > 0
     assert not ray.is_initialized()
-    assert _wait_gone(_ray_pids()) == []  # the local Ray is gone with its workers
+    assert wait_gone(ray_pids()) == []  # the local Ray is gone with its workers
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,9 +235,9 @@ def test_ppo_on_two_nodes_worker_killed(cluster, tmp_path):
 
 
 def test_cluster_shutdown_leaves_nothing(cluster):
-    pids = _ray_pids()
+    pids = ray_pids()
     assert pids
     ray.shutdown()
     cluster.shutdown()
-    assert _wait_gone(pids) == []
-    assert _ray_pids() == set()
+    assert wait_gone(pids) == []
+    assert ray_pids() == set()
