@@ -26,7 +26,6 @@ on resume (another cluster, other worker counts: the rollout size follows).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import sys
@@ -50,8 +49,10 @@ from rapidrl.algos.ppo.train import (
     _zero_acc,
     anneal_lr,
     env_options,
+    learner_checkpoint,
     lr_now,
     make_policy,
+    restore_learner,
     train_on_rollout,
 )
 from rapidrl.config import ConfigError
@@ -137,33 +138,24 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         keep=cfg.keep_checkpoints,
         ignore_fields=RESUME_IGNORE_FIELDS,
     )
+    learner = dict(  # what a checkpoint holds besides the counters (see learner_checkpoint)
+        net=net,
+        opt=opt,
+        tracker=tracker,
+        clock=clock,
+        log_every=log_every,
+        ckpt_every=ckpt_every,
+        act_gen=act_gen,
+        mb_gen=mb_gen,
+    )
     if resuming:
         state = ckpt.load_latest()
-        state.restore(net=net, optim=opt, tracker=tracker, clock=clock)
-        c.update(copy.deepcopy(state.state["counters"]))
-        log_every.load_state_dict(c.pop("log_every"))
-        ckpt_every.load_state_dict(c.pop("ckpt_every"))
-        act_gen.set_state(state.state["generators"]["act"])
-        mb_gen.set_state(state.state["generators"]["minibatch"])
-        state.restore_rng()
+        restore_learner(state, c, **learner)
         print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
     tracker.stop_at_score = stop_score
 
     def save(frames: int) -> None:
-        counters = copy.deepcopy(c)
-        counters["log_every"] = log_every.state_dict()
-        counters["ckpt_every"] = ckpt_every.state_dict()
-        ckpt.save(
-            frames,
-            {
-                "net": net,
-                "optim": opt,
-                "tracker": tracker,
-                "clock": clock,
-                "counters": counters,
-                "generators": {"act": act_gen.get_state(), "minibatch": mb_gen.get_state()},
-            },
-        )
+        ckpt.save(frames, learner_checkpoint(c, **learner))
 
     # A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing rapidrl.algos.ppo, so
     # the workers get a factory that registers it there first.

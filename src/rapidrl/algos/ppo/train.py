@@ -429,6 +429,39 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
 # --------------------------------------------------------------------------------------------
 # The trainer
 # --------------------------------------------------------------------------------------------
+
+
+def learner_checkpoint(
+    c, *, net, opt, tracker, clock, log_every, ckpt_every, act_gen, mb_gen
+) -> dict[str, Any]:
+    """What a PPO checkpoint holds (local and Ray loops alike): weights, optimizer, tracker,
+    clock, counters with the cadence states, and the acting/minibatch generators."""
+    counters = copy.deepcopy(c)
+    counters["log_every"] = log_every.state_dict()
+    counters["ckpt_every"] = ckpt_every.state_dict()
+    return {
+        "net": net,
+        "optim": opt,
+        "tracker": tracker,
+        "clock": clock,
+        "counters": counters,
+        "generators": {"act": act_gen.get_state(), "minibatch": mb_gen.get_state()},
+    }
+
+
+def restore_learner(
+    state, c, *, net, opt, tracker, clock, log_every, ckpt_every, act_gen, mb_gen
+) -> None:
+    """The inverse of :func:`learner_checkpoint`, in place (``c``: the loop's counters)."""
+    state.restore(net=net, optim=opt, tracker=tracker, clock=clock)
+    c.update(copy.deepcopy(state.state["counters"]))
+    log_every.load_state_dict(c.pop("log_every"))
+    ckpt_every.load_state_dict(c.pop("ckpt_every"))
+    act_gen.set_state(state.state["generators"]["act"])
+    mb_gen.set_state(state.state["generators"]["minibatch"])
+    state.restore_rng()
+
+
 def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
     if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.ppo.ray_loop
@@ -487,33 +520,24 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         keep=cfg.keep_checkpoints,
         ignore_fields=RESUME_IGNORE_FIELDS,
     )
+    learner = dict(  # what a checkpoint holds besides the counters (see learner_checkpoint)
+        net=net,
+        opt=opt,
+        tracker=tracker,
+        clock=clock,
+        log_every=log_every,
+        ckpt_every=ckpt_every,
+        act_gen=act_gen,
+        mb_gen=mb_gen,
+    )
     if resuming:
         state = ckpt.load_latest()  # on the CPU: generator states must stay there
-        state.restore(net=net, optim=opt, tracker=tracker, clock=clock)
-        c.update(copy.deepcopy(state.state["counters"]))
-        log_every.load_state_dict(c.pop("log_every"))
-        ckpt_every.load_state_dict(c.pop("ckpt_every"))
-        act_gen.set_state(state.state["generators"]["act"])
-        mb_gen.set_state(state.state["generators"]["minibatch"])
-        state.restore_rng()
+        restore_learner(state, c, **learner)
         print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
     tracker.stop_at_score = stop_score
 
     def save(frames: int) -> None:
-        counters = copy.deepcopy(c)
-        counters["log_every"] = log_every.state_dict()
-        counters["ckpt_every"] = ckpt_every.state_dict()
-        ckpt.save(
-            frames,
-            {
-                "net": net,
-                "optim": opt,
-                "tracker": tracker,
-                "clock": clock,
-                "counters": counters,
-                "generators": {"act": act_gen.get_state(), "minibatch": mb_gen.get_state()},
-            },
-        )
+        ckpt.save(frames, learner_checkpoint(c, **learner))
 
     # Envs. A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing this package, so
     # process workers get a factory that registers it there first.
