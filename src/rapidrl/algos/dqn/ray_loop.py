@@ -59,9 +59,9 @@ from rapidrl.algos.dqn.train import (
     LogEvent,
     _metrics_row,
     _save,
-    env_options,
     make_q_network,
     make_update_step,
+    probe_env,
 )
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rapidrl.config import ConfigError
@@ -103,24 +103,14 @@ def worker_epsilons(cfg: DQNConfig, num_workers: int) -> np.ndarray:
 
 def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train with Ray workers (see the module docstring); return the summary."""
-    from rapidrl.envs import make_env, resolve_env
-
     cfg.validate()
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
     check_ray()
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    info, options, frame_skip, obs_space, n_actions = probe_env(cfg)
+    obs_shape = tuple(obs_space.shape)
     stop_score = resolve_stop_score(cfg.stop_at_score, info)
     device = resolve_device(cfg.device)
-
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"DQN needs a discrete action space; {cfg.env} has {act_space}")
-    obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
 
     resuming = cfg.resume is not None
     run = RunDir.create(cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming)

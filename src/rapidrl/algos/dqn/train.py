@@ -281,6 +281,22 @@ def make_update_step(cfg: DQNConfig, q, target, opt, rb, device, c: dict) -> Upd
     return UpdateStep(update, flush_stats, beta_at)
 
 
+def probe_env(cfg: DQNConfig):
+    """``(env info, make_env options, frame skip, observation space, number of actions)`` from
+    one probe env, with a clear error for a non-discrete action space (both DQN loops)."""
+    from rapidrl.envs import make_env, resolve_env
+
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    probe = make_env(cfg.env, **options)
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
+    if not hasattr(act_space, "n"):
+        raise ConfigError(f"DQN needs a discrete action space; {cfg.env} has {act_space}")
+    return info, options, frame_skip, obs_space, int(act_space.n)
+
+
 # --------------------------------------------------------------------------------------------
 # The trainer
 # --------------------------------------------------------------------------------------------
@@ -290,23 +306,13 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.dqn.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    from rapidrl.envs import make_env, resolve_env
     from rapidrl.vector import make_vec
 
     cfg.validate()
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    info, options, frame_skip, obs_space, n_actions = probe_env(cfg)
+    obs_shape = tuple(obs_space.shape)
     stop_score = resolve_stop_score(cfg.stop_at_score, info)
     device = resolve_device(cfg.device)
-
-    # Spaces from one probe env (the vector env / actors are built once we know the step count).
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"DQN needs a discrete action space; {cfg.env} has {act_space}")
-    obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
 
     resuming = cfg.resume is not None
     run = RunDir.create(cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming)
