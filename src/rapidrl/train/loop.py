@@ -371,3 +371,28 @@ def parse_with_resume(
         saved = dataclasses.replace(saved, resume=resume, run_dir=None)
         return parse_config(cls, {"resumed": saved}, argv, prog=prog, default_preset="resumed")
     return parse_config(cls, presets, argv, prog=prog, default_preset=default_preset)
+
+
+def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
+    """The ``rapidrl train ...`` tail shared by every trainer: run, turn a bad checkpoint or run
+    dir into a ConfigError (printed as a clear message), a failed worker into exit code 1, and
+    print a one-line summary."""
+    import sys
+
+    from rapidrl.config import ConfigError
+    from rapidrl.train.checkpoint import CheckpointError
+
+    try:
+        summary = train_fn(cfg)
+    except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
+        raise ConfigError(str(exc)) from exc
+    except worker_errors as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    mean = summary.get("return_mean_100")
+    print(
+        f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "
+        f"min, {summary['episodes']} episodes, mean-100 "
+        f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
+    )
+    return 0

@@ -56,7 +56,6 @@ from rapidrl.config import ConfigError, parse_config
 from rapidrl.nets.q import QNetwork
 from rapidrl.train import (
     Checkpointer,
-    CheckpointError,
     EpisodeTracker,
     RunClock,
     RunDir,
@@ -74,6 +73,7 @@ from rapidrl.train.loop import (
     resolve_device,
     resolve_stop_score,
     restart_env_seed,
+    run_from_cli,
 )
 
 __all__ = [
@@ -735,20 +735,7 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
     from rapidrl.distributed import RolloutWorkerError, WorkerFailedError
 
     cfg = parse_dqn_args(argv, prog, default_preset)
-    try:
-        summary = train(cfg)
-    except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
-    except (ActorError, RolloutWorkerError, WorkerFailedError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
-    mean = summary.get("return_mean_100")
-    print(
-        f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "
-        f"min, {summary['episodes']} episodes, mean-100 "
-        f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
-    )
-    return 0
+    return run_from_cli(train, cfg, prog, (ActorError, RolloutWorkerError, WorkerFailedError))
 
 
 def main_dqn(argv: Sequence[str]) -> int:

@@ -88,7 +88,6 @@ from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.nets.torso import use_channels_last
 from rapidrl.train import (
     Checkpointer,
-    CheckpointError,
     EpisodeTracker,
     RunClock,
     RunDir,
@@ -106,6 +105,7 @@ from rapidrl.train.loop import (
     resolve_device,
     resolve_stop_score,
     restart_env_seed,
+    run_from_cli,
 )
 
 __all__ = [
@@ -846,20 +846,7 @@ def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
     from rapidrl.distributed import RolloutWorkerError, WorkerFailedError
 
     cfg = parse_ppo_args(argv, prog, default_preset, presets)
-    try:
-        summary = train(cfg)
-    except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
-    except (RolloutWorkerError, WorkerFailedError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
-    mean = summary.get("return_mean_100")
-    print(
-        f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "
-        f"min, {summary['episodes']} episodes, mean-100 "
-        f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
-    )
-    return 0
+    return run_from_cli(train, cfg, prog, (RolloutWorkerError, WorkerFailedError))
 
 
 def main_ppo(argv: Sequence[str]) -> int:
