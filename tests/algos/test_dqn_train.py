@@ -22,6 +22,7 @@ from rapidrl.algos.dqn.actor import ActorDiedError
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
 from rapidrl.algos.dqn.train import make_q_network, train
 from rapidrl.train import CheckpointError, load_latest, read_metrics
+from rapidrl.train.testing import assert_same
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "loss", "q_mean")
 COLUMNS += ("epsilon", "policy_lag", "steps", "updates", "buffer", "update_ms")
@@ -85,26 +86,6 @@ def rows_of(run_dir):
 
 def strip_time(rows):
     return [{k: v for k, v in r.items() if k not in ("seconds", "fps", "update_ms")} for r in rows]
-
-
-def assert_same(a, b, where="state"):
-    """Recursive exact equality of checkpoint payload pieces."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_array_equal(a, b, err_msg=where)
-    elif isinstance(a, dict):
-        assert set(a) == set(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
-        for k in a:
-            assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert isinstance(b, float) and math.isnan(b), where
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 def ckpt_payload(path):

@@ -34,6 +34,7 @@ from rapidrl.algos.ppo.train import (
 )
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import load_latest, read_metrics
+from rapidrl.train.testing import assert_same
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "policy_loss")
 COLUMNS += ("value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr")
@@ -55,24 +56,6 @@ def rows_of(run_dir):
 def strip_time(rows):
     drop = ("seconds", "fps", "rollout_s", "update_s")
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
-
-
-def assert_same(a, b, where="state"):
-    """Recursive exact equality of checkpoint payload pieces."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert set(a) == set(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
-        for k in a:
-            assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert isinstance(b, float) and math.isnan(b), where
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 def ckpt_payload(path):
