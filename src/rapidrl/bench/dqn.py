@@ -14,6 +14,11 @@ process. Measure on a quiet machine: contended OpenMP threads stall (other load 
 3. ``+actor``: k = ``--k``, acting in a separate process (shared-memory ring, weight sync).
 4. ``+vector``: plus ``--num-envs`` envs in the actor via ``make_vec`` (``--backend``).
 5. ``+non-blocking`` (CUDA only): pinned host batches, non-blocking copies (off in rungs 1-4).
+6. ``+layout``: channels-last convolutions and fused Adam (the same math, faster kernels).
+7. ``+bf16``: the conv torso under bf16 autocast (weights, Adam, heads, loss stay float32); only
+   where the learner's device multiplies bf16 natively (a CPU with AMX, a bf16 GPU).
+8. ``in-process``: rung 7 with acting moved back into the learner process (the envs stay in
+   the vector env's worker processes): on few cores an actor process takes CPU the learner needs.
 
 ``fast`` (optional, ``--rungs`` includes it by default): the ``fast`` preset, for reference; its
 replay ratio is 8, not 32, so its frames/s are not comparable with the ladder's. Frames are
@@ -60,8 +65,9 @@ class BenchDQNConfig:
     """Envs of the vector rung."""
     backend: str = "auto"
     """Vector backend of the vector rung (auto: autotuned layout, else hybrid)."""
-    rungs: str = "baseline,k,actor,vector,nonblocking,fast"
-    """Comma-separated subset of rungs: baseline, k, actor, vector, nonblocking, fast."""
+    rungs: str = "baseline,k,actor,vector,nonblocking,layout,bf16,inprocess,fast"
+    """Comma-separated subset of rungs: baseline, k, actor, vector, nonblocking, layout, bf16,
+    inprocess, fast."""
     torch_threads: int = 0
     """Learner threads (0: the trainer's default)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -86,7 +92,9 @@ class BenchDQNConfig:
 
     def rung_set(self) -> set[str]:
         names = {x.strip() for x in self.rungs.split(",") if x.strip()}
-        known = {"baseline", "k", "actor", "vector", "nonblocking", "fast"}
+        known = {
+            "baseline", "k", "actor", "vector", "nonblocking", "layout", "bf16", "inprocess", "fast"
+        }  # fmt: skip
         if not names or names - known:
             raise ConfigError(
                 f"--rungs: unknown {sorted(names - known)}; choose from {sorted(known)}"
@@ -113,6 +121,7 @@ class Rung:
 def ladder(b: BenchDQNConfig, cuda: bool) -> list[Rung]:
     """The rungs to measure, in order."""
     from rapidrl.algos.dqn.config import PRESETS
+    from rapidrl.nets.torso import native_bf16
 
     common = dict(
         env=b.env,
@@ -153,12 +162,27 @@ def ladder(b: BenchDQNConfig, cuda: bool) -> list[Rung]:
         rungs.append(
             Rung("+vector", f"+ {b.num_envs} envs in the actor ({b.backend} vector env)", vector)
         )
-    if "nonblocking" in want and cuda:
+    last = vector
+    if cuda:
+        last = dataclasses.replace(vector, pin_memory=True, non_blocking=True)
+        if "nonblocking" in want:
+            rungs.append(Rung("+non-blocking", "+ pinned batches, non-blocking copies", last))
+    last = dataclasses.replace(last, channels_last=True, fused_adam=True)
+    if "layout" in want:
+        rungs.append(Rung("+layout", "+ channels-last convs, fused Adam", last))
+    device = "cuda" if cuda else "cpu"
+    if native_bf16(device):
+        last = dataclasses.replace(last, precision="bf16")
+        if "bf16" in want:
+            rungs.append(Rung("+bf16", f"+ conv torso in bf16 ({device} has native bf16)", last))
+    elif "bf16" in want:
+        print(f"  skipping +bf16: this {device} has no native bf16 (no AMX / no bf16 GPU)")
+    if "inprocess" in want:
         rungs.append(
             Rung(
-                "+non-blocking",
-                "+ pinned batches, non-blocking copies",
-                dataclasses.replace(vector, pin_memory=True, non_blocking=True),
+                "in-process",
+                "the rung above, acting in the learner process (envs in workers)",
+                dataclasses.replace(last, actor_processes=0),
             )
         )
     if "fast" in want:

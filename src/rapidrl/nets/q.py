@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rapidrl.nets.torso import make_torso
+from rapidrl.nets.torso import make_torso, use_precision
 
 __all__ = ["NoisyLinear", "QNetwork"]
 
@@ -82,6 +82,8 @@ class QNetwork(nn.Module):
         channels_last: run convolutions in ``torch.channels_last`` memory format (faster with
             oneDNN on CPU); inputs are converted in ``forward``.
         sigma0: initial noise scale of ``NoisyLinear``.
+        compute_dtype: run the conv torso under autocast to this dtype (``torch.bfloat16``; see
+            :func:`rapidrl.nets.torso.resolve_precision`); None: float32.
 
     ``forward(obs)`` returns Q-values ``[B, A]``. ``forward_dist(obs)`` returns ``(q, log_probs)``
     with ``log_probs [B, A, num_atoms]`` (distributional only); ``q = sum_z p(z) z``.
@@ -101,6 +103,7 @@ class QNetwork(nn.Module):
         head_hidden: int = 0,
         channels_last: bool = False,
         sigma0: float = 0.5,
+        compute_dtype: torch.dtype | None = None,
     ):
         super().__init__()
         if distributional and (num_atoms < 2 or not v_min < v_max):
@@ -133,6 +136,7 @@ class QNetwork(nn.Module):
             self.support = None
         if self.channels_last:
             self.to(memory_format=torch.channels_last)
+        use_precision(self, compute_dtype)
 
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
         """Draw new noise in every ``NoisyLinear`` (no-op for ``noisy=False``)."""

@@ -150,6 +150,10 @@ class DQNConfig:
     """Convolutions in channels_last memory format (faster with oneDNN on CPU)."""
     fused_adam: bool = False
     """Adam(fused=True): one kernel for the whole optimizer step (~5x faster step on CPU)."""
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    """Compute dtype of the conv torso (weights, Adam, heads and losses stay float32). bf16:
+    autocast to bfloat16 (~2.8x faster updates on a CPU with AMX, measured here). auto: bf16
+    where the learner's device multiplies bf16 natively (AMX CPU, bf16 GPU), else fp32."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto = cuda if available. Actors always act on CPU."""
     pin_memory: bool = True
@@ -429,5 +433,6 @@ PRESETS: dict[str, DQNConfig] = {
         epsilon_decay_steps=100_000,
         channels_last=True,
         fused_adam=True,
+        precision="auto",
     ),
 }

@@ -120,7 +120,7 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     seed_everything(cfg.seed)
     act_rng = np.random.default_rng([cfg.seed, 1])  # unused here; kept for the checkpoint format
 
-    q = make_q_network(cfg, obs_shape, n_actions).to(device)
+    q = make_q_network(cfg, obs_shape, n_actions, device).to(device)
     target = copy.deepcopy(q)
     target.requires_grad_(False)
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)

@@ -54,6 +54,7 @@ from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_lo
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rapidrl.config import ConfigError, parse_config
 from rapidrl.nets.q import QNetwork
+from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import (
     Checkpointer,
     EpisodeTracker,
@@ -155,7 +156,11 @@ def env_options(cfg: DQNConfig, is_atari: bool) -> dict[str, Any]:
     )
 
 
-def net_kwargs(cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int) -> dict[str, Any]:
+def net_kwargs(
+    cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """``QNetwork`` keyword arguments for a network that runs on ``device`` (which decides
+    ``precision="auto"``)."""
     return {
         "obs_shape": tuple(obs_shape),
         "n_actions": int(n_actions),
@@ -168,12 +173,16 @@ def net_kwargs(cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int) -> di
         "head_hidden": cfg.head_hidden,
         "channels_last": cfg.channels_last,
         "sigma0": cfg.noisy_sigma0,
+        "compute_dtype": resolve_precision(cfg.precision, device),
     }
 
 
-def make_q_network(cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int) -> QNetwork:
-    """The Q-network a config describes (torso by observation shape; head by the flags)."""
-    return QNetwork(**net_kwargs(cfg, obs_shape, n_actions))
+def make_q_network(
+    cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device | str = "cpu"
+) -> QNetwork:
+    """The Q-network a config describes (torso by observation shape; head by the flags), for
+    ``device`` (not moved there: call ``.to(device)``)."""
+    return QNetwork(**net_kwargs(cfg, obs_shape, n_actions, device))
 
 
 def linear_schedule(start: float, end: float, duration: int, t: int) -> float:
@@ -324,7 +333,7 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     act_rng = np.random.default_rng([cfg.seed, 1])
 
     # Networks and optimizer.
-    q = make_q_network(cfg, obs_shape, n_actions).to(device)
+    q = make_q_network(cfg, obs_shape, n_actions, device).to(device)
     target = copy.deepcopy(q)
     target.requires_grad_(False)
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
@@ -691,7 +700,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     probe = make_env(cfg.env, **options)
     obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
-    q = make_q_network(cfg, obs_shape, n_actions).to(device)
+    q = make_q_network(cfg, obs_shape, n_actions, device).to(device)
     q.load_state_dict(ckpt.state["q"])
     q.eval()  # noisy layers use their means
 

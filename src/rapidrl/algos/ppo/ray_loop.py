@@ -122,7 +122,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
     obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
 
-    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    net = make_policy(cfg, obs_shape, n_actions, device).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
     policy = ActorCriticPolicy(net)  # what is published: net's weights under "net."
 

@@ -85,7 +85,7 @@ from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
 from rapidrl.config import ConfigError
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.nets.torso import use_channels_last
+from rapidrl.nets.torso import resolve_precision, use_channels_last, use_precision
 from rapidrl.train import (
     Checkpointer,
     EpisodeTracker,
@@ -188,8 +188,20 @@ def env_options(cfg: PPOConfig, is_atari: bool) -> dict[str, Any]:
     )
 
 
-def make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
-    """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``."""
+def make_policy(
+    cfg: PPOConfig,
+    obs_shape: tuple[int, ...],
+    num_actions: int,
+    device: torch.device | str = "cpu",
+) -> nn.Module:
+    """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``, for
+    ``device`` (which decides ``precision="auto"``; not moved there: call ``.to(device)``)."""
+    return use_precision(
+        _make_policy(cfg, obs_shape, num_actions), resolve_precision(cfg.precision, device)
+    )
+
+
+def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
     if cfg.recurrent:
         net = RecurrentActorCritic(
             tuple(obs_shape),
@@ -499,7 +511,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
 
     # Network and optimizer.
-    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    net = make_policy(cfg, obs_shape, n_actions, device).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
 
     # Counters: everything the schedules and the metric rows depend on (saved in checkpoints).
@@ -815,7 +827,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     probe = make_env(cfg.env, **options)
     obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
-    net = make_policy(cfg, obs_shape, n_actions).to(device)
+    net = make_policy(cfg, obs_shape, n_actions, device).to(device)
     net.load_state_dict(ckpt.state["net"])
     net.eval()
     if cfg.recurrent:

@@ -1,0 +1,78 @@
+"""The conv torso's precision switch: bf16 autocast inside the torso, float32 outside it."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from rapidrl.algos.dqn.config import PRESETS as DQN_PRESETS
+from rapidrl.algos.dqn.train import make_q_network
+from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
+from rapidrl.algos.ppo.train import make_policy
+from rapidrl.nets.q import QNetwork
+from rapidrl.nets.torso import NatureCNN, native_bf16, resolve_precision, use_precision
+
+
+def _obs(n: int = 8) -> torch.Tensor:
+    return torch.randint(
+        0, 256, (n, 4, 84, 84), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
+
+
+def test_resolve_precision():
+    assert resolve_precision("fp32", "cpu") is None
+    assert resolve_precision("bf16", "cpu") is torch.bfloat16
+    assert resolve_precision("auto", "cpu") is (torch.bfloat16 if native_bf16("cpu") else None)
+    with pytest.raises(ValueError, match="fp32, bf16, auto"):
+        resolve_precision("fp16", "cpu")
+
+
+def test_bf16_torso_close_to_fp32_and_returns_float32():
+    torch.manual_seed(0)
+    torso = NatureCNN()
+    obs = _obs()
+    ref = torso(obs)
+    use_precision(torso, torch.bfloat16)
+    out = torso(obs)
+    assert out.dtype == torch.float32  # heads and losses see float32
+    assert not torch.equal(out, ref)  # it did run in bf16 (8-bit mantissa rounds)
+    torch.testing.assert_close(out, ref, atol=0.05 * ref.abs().max().item(), rtol=0.05)
+    use_precision(torso, None)
+    assert torch.equal(torso(obs), ref)
+
+
+def test_bf16_q_network_gradients_are_float32_and_close():
+    torch.manual_seed(0)
+    q32 = QNetwork((4, 84, 84), 6, dueling=True)
+    q16 = QNetwork((4, 84, 84), 6, dueling=True, compute_dtype=torch.bfloat16)
+    q16.load_state_dict(q32.state_dict())
+    obs = _obs()
+    grads = []
+    for q in (q32, q16):
+        q.zero_grad()
+        q(obs).square().mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in q.parameters()]))
+    assert all(p.dtype == torch.float32 for p in q16.parameters())
+    assert grads[1].dtype == torch.float32
+    cos = torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)
+    assert cos > 0.99
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_ppo_config_precision_reaches_the_torso(recurrent):
+    cfg = PPO_PRESETS["ppo-lstm" if recurrent else "ppo"]
+    net = make_policy(dataclasses.replace(cfg, precision="bf16"), (4, 84, 84), 6)
+    assert net.torso.compute_dtype is torch.bfloat16
+    assert make_policy(cfg, (4, 84, 84), 6).torso.compute_dtype is None
+
+
+def test_dqn_config_precision_reaches_the_torso():
+    cfg = DQN_PRESETS["dqn"]
+    assert (
+        make_q_network(
+            dataclasses.replace(cfg, precision="bf16"), (4, 84, 84), 6
+        ).torso.compute_dtype
+        is torch.bfloat16
+    )
+    assert make_q_network(cfg, (4, 84, 84), 6).torso.compute_dtype is None
+    assert DQN_PRESETS["fast"].precision == "auto" and PPO_PRESETS["fast"].precision == "auto"
