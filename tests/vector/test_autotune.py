@@ -50,6 +50,18 @@ def test_auto_uses_cache_entry(cache_dir):
         assert obs.shape == (2, 4)
 
 
+def test_auto_builds_an_inline_layout(cache_dir):
+    choice = {"backend": "async", "num_workers": 2, "batch_size": 1, "inline": True}
+    save_autotune("CartPole-v1", 2, choice)
+    assert load_autotune("CartPole-v1", 2)["inline"] is True
+    with make_vec("CartPole-v1", 2, "auto") as venv:
+        assert venv.name == "async vector env" and venv.batch_size == 1
+        assert venv.worker_pids[0] is not None and venv.worker_pids[1] is None  # group 1 here
+        _, infos = venv.reset(seed=0)
+        venv.send(np.zeros(2, np.int64), infos["env_id"])
+        assert len(venv.recv()[0]) == 1
+
+
 def test_auto_falls_back_to_hybrid_with_a_message(cache_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="rapidrl.vector"):
         venv = make_vec("CartPole-v1", 2, "auto")

@@ -72,8 +72,19 @@ def test_serial_same_step_autoreset(reference):
         ("hybrid", {"num_workers": 2}),
         ("async", {"num_workers": 4, "batch_size": 2}),
         ("async", {"num_workers": 2, "batch_size": 2, "copy": False}),
+        ("hybrid", {"num_workers": 2, "inline": True}),
+        ("async", {"num_workers": 4, "batch_size": 2, "inline": True}),
+        ("async", {"num_workers": 2, "batch_size": 2, "inline": True, "copy": False}),
     ],
-    ids=["subprocess", "hybrid-2x2", "async-4x1-b2", "async-2x2-b2-nocopy"],
+    ids=[
+        "subprocess",
+        "hybrid-2x2",
+        "async-4x1-b2",
+        "async-2x2-b2-nocopy",
+        "hybrid-2x2-inline",
+        "async-4x1-b2-inline",
+        "async-2x2-b2-inline-nocopy",
+    ],  # fmt: skip
 )
 def test_process_backends_equal_serial(backend, kwargs, actions, reference):
     with make_vec(_env_fns(), N, backend, **kwargs) as venv:
@@ -112,6 +123,21 @@ def test_async_slow_env_does_not_stall_the_rest():
             counts[ids] += 1
     assert counts[0] == 2
     assert counts[1:].min() > 10 * counts[0], counts
+
+
+def test_inline_group_runs_in_this_process_and_steps_while_workers_do():
+    """inline: the last group is stepped by the caller (no process), the others in workers; a
+    slow inline env and a slow worker env overlap instead of adding up."""
+    fns = _env_fns(delays=[0.2, 0.0, 0.0, 0.2])  # env 0 in the worker, env 3 inline
+    with make_vec(fns, N, "hybrid", num_workers=2, inline=True) as venv:
+        pids = venv.worker_pids
+        assert pids[0] is not None and pids[1] is None
+        venv.reset(seed=0)
+        t0 = time.monotonic()
+        for _ in range(5):
+            venv.step(np.zeros(N, np.int64))
+        elapsed = time.monotonic() - t0
+    assert elapsed < 5 * 0.2 * 1.8, elapsed  # overlapped (~1.0 s), not serial (~2.0 s)
 
 
 def test_pong_serial_equals_hybrid():

@@ -51,9 +51,16 @@ def _crash_fns(crash_env: int, crash_at: int, n: int = 4):
 
 
 # --- a crashing env ---------------------------------------------------------------------------
-@pytest.mark.parametrize("backend", ["serial", "hybrid"])
-def test_env_exception_names_env_and_traceback(backend):
-    kwargs = {"num_workers": 2} if backend == "hybrid" else {}
+@pytest.mark.parametrize(
+    "backend, kwargs",
+    [
+        ("serial", {}),
+        ("hybrid", {"num_workers": 2}),
+        ("hybrid", {"num_workers": 2, "inline": True}),  # env 2 raises in this process
+    ],
+    ids=["serial", "hybrid", "hybrid-inline"],
+)
+def test_env_exception_names_env_and_traceback(backend, kwargs):
     venv = make_vec(_crash_fns(crash_env=2, crash_at=3), 4, backend, **kwargs)
     pids, shm = venv.worker_pids, getattr(venv, "shm_name", None)
     venv.reset(seed=0)
@@ -98,6 +105,35 @@ def test_sigkilled_worker_raises_worker_died():
     msg = str(info.value)
     assert "worker 1" in msg and "SIGKILL" in msg and "[2, 3]" in msg and str(pids[1]) in msg
     _assert_gone(pids, shm)
+
+
+def test_sigkilled_worker_beside_an_inline_group():
+    """The inline group does not hide a dead worker: the sentinel still reports it, and close()
+    leaves nothing (processes and the inline group both released)."""
+    venv = make_vec(counting_env_fns(4), 4, "async", num_workers=2, batch_size=2, inline=True)
+    pids, shm = venv.worker_pids, venv.shm_name
+    _, infos = venv.reset(seed=0)
+    ids = infos["env_id"]
+    for _ in range(4):
+        venv.send(np.zeros(len(ids), np.int64), ids)
+        *_, ids = venv.recv()
+    _kill(venv, 0)
+    with pytest.raises(WorkerDiedError, match=r"worker 0 .*\[0, 1\]"):
+        for _ in range(4):
+            venv.send(np.zeros(len(ids), np.int64), ids)
+            *_, ids = venv.recv()
+    _assert_gone(pids, shm)
+
+
+def test_restart_on_crash_inline_group():
+    """An env raising in the inline group: with restart_on_crash its group is rebuilt here."""
+    fns = _crash_fns(crash_env=3, crash_at=2)
+    with make_vec(fns, 4, "hybrid", num_workers=2, inline=True, restart_on_crash=True) as venv:
+        venv.reset(seed=1)
+        restarted = [
+            venv.step(np.zeros(4, np.int64))[4]["worker_restarted"].tolist() for _ in range(3)
+        ]
+    assert restarted == [[False] * 4, [False, False, True, True], [False] * 4]
 
 
 def test_stuck_worker_times_out():
@@ -260,6 +296,10 @@ def test_bad_layouts():
         make_vec(fns[:3], 4, "serial")
     with pytest.raises(ValueError, match="synchronous"):
         make_vec(fns, 4, "serial", batch_size=2)
+    with pytest.raises(ValueError, match="inline=True applies to the hybrid and async"):
+        make_vec(fns, 4, "subprocess", inline=True)
+    with pytest.raises(ValueError, match="inline=True needs num_workers >= 2"):
+        make_vec(fns, 4, "hybrid", num_workers=1, inline=True)
 
 
 _ORPHAN_SCRIPT = """

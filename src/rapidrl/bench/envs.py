@@ -34,6 +34,8 @@ class Layout:
     """Worker processes (1 for in-process backends; threads for the native vectorizers)."""
     batch_size: int | None = None
     """Envs returned per ``recv`` (``None``: all of them, synchronous)."""
+    inline: bool = False
+    """hybrid/async: the last of the ``num_workers`` groups runs in the calling process."""
 
     @property
     def name(self) -> str:
@@ -44,6 +46,8 @@ class Layout:
             s = self.backend
         if self.backend == "ceiling":
             return f"ceiling[{self.num_workers} procs]"
+        if self.inline:  # P groups, one of them in the caller: P-1 worker processes
+            s = s[:-1] + ", 1 inline]"
         if self.batch_size is not None and self.batch_size < self.num_envs:
             s += f" b={self.batch_size}"
         return s
@@ -80,6 +84,14 @@ def candidate_layouts(
         half = num_envs // 2
         if p >= 2 and half % m == 0 and half >= m:
             out.append(Layout("async", num_envs, p, half))
+    # One group in the caller: while the worker processes step, the caller's core steps envs
+    # instead of waiting on pipes (P-1 processes + the caller, up to one group per core).
+    for p in divisors:
+        if 2 <= p <= cpus and p < num_envs:
+            out.append(Layout("hybrid", num_envs, p, inline=True))
+            m, half = num_envs // p, num_envs // 2
+            if half % m == 0 and half >= m:
+                out.append(Layout("async", num_envs, p, half, inline=True))
     if is_atari:
         out.append(Layout("ale", num_envs, 0))
         if num_envs >= 2:
@@ -274,6 +286,8 @@ def measure(
             kwargs["num_workers"] = layout.num_workers
         if layout.batch_size is not None:
             kwargs["batch_size"] = layout.batch_size
+        if layout.inline:
+            kwargs["inline"] = True
         venv = make_vec(env_id, layout.num_envs, backend=layout.backend, **kwargs)
         n_actions = venv.single_action_space.n
         venv.reset(seed=seed)
@@ -331,6 +345,7 @@ class BenchResult:
                     "num_envs": n,
                     "num_workers": recs[0]["num_workers"],
                     "batch_size": recs[0]["batch_size"],
+                    "inline": recs[0].get("inline", False),
                     "steps_per_s": statistics.median(sps),
                     "min": min(sps),
                     "max": max(sps),
@@ -457,7 +472,13 @@ def verify_autotune(
     env_id: str, num_envs: int, best: dict[str, Any], seconds: float, repeats: int, log=print
 ) -> float:
     """Measure ``backend="auto"`` against the best layout, interleaved: ratio of medians."""
-    best_layout_ = Layout(best["backend"], num_envs, best["num_workers"], best["batch_size"])
+    best_layout_ = Layout(
+        best["backend"],
+        num_envs,
+        best["num_workers"],
+        best["batch_size"],
+        inline=bool(best.get("inline", False)),
+    )
     auto_layout = Layout("auto", num_envs)
     auto, ref = [], []
     for rep in range(repeats):
@@ -496,13 +517,16 @@ def main_bench_envs(cfg) -> int:
             base = next((r for r in rows if r["num_envs"] == n and r["layout"] == key), None)
             if base:
                 line += f"; {py['steps_per_s'] / base['steps_per_s']:.2f}x {key}"
+        raw = best_layout(rows, n, ("ale-raw",))  # ale_py's C++ vector env through its own API
+        if raw:
+            line += f"; {py['steps_per_s'] / raw['steps_per_s']:.2f}x best ale_py ({raw['layout']})"
         print(line)
     if cfg.autotune:
         for n in num_envs:
             best = best_layout(rows, n)  # only backends usable as "auto", not gymnasium's
             if best is None:
                 continue
-            choice = {k: best[k] for k in ("backend", "num_workers", "batch_size")}
+            choice = {k: best.get(k) for k in ("backend", "num_workers", "batch_size", "inline")}
             path = save_autotune(env_id, n, choice, steps_per_s=best["steps_per_s"])
             print(f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {path}")
             verify_autotune(env_id, n, best, cfg.seconds, cfg.repeats)

@@ -46,7 +46,7 @@ from torch import nn
 
 from rapidrl.algos.ppo.losses import ppo_loss
 from rapidrl.nets.recurrent import RecurrentActorCritic, plan_segments, run_lstm
-from rapidrl.nets.torso import use_channels_last
+from rapidrl.nets.torso import PRECISIONS, resolve_precision, use_channels_last, use_precision
 
 __all__ = ["main", "run_lstm_bench", "sample_starts"]
 
@@ -229,7 +229,15 @@ def _make_optimizer(params):
 
 
 def _bench_train(
-    num_envs, num_steps, mean_segment, modes, repeats, seed, measure_memory, channels_last=False
+    num_envs,
+    num_steps,
+    mean_segment,
+    modes,
+    repeats,
+    seed,
+    measure_memory,
+    channels_last=False,
+    precision="fp32",
 ):
     if num_envs % MINIBATCHES:
         raise ValueError(f"train scope: num_envs {num_envs} not divisible by {MINIBATCHES}")
@@ -261,6 +269,7 @@ def _bench_train(
         model.load_state_dict(base.state_dict())
         if channels_last:  # the same layout for every mode: the trainer's default on Atari
             use_channels_last(model.torso)
+        use_precision(model, resolve_precision(precision, "cpu"))  # the CNN only, every mode
         if mode == "pad_single":
             model.max_buckets = 1
         model.sequence_mode = "packed" if mode == "pad_single" else mode
@@ -312,6 +321,7 @@ def run_lstm_bench(
     measure_memory: bool = True,
     verbose: bool = True,
     channels_last: bool = False,
+    precision: str = "fp32",
 ) -> list[dict]:
     """Run the benchmark grid and return one record per (scope, size, mean segment, mode).
 
@@ -340,7 +350,9 @@ def run_lstm_bench(
                 if sc == "core":
                     rows, starts = _bench_core(*args)
                 else:
-                    rows, starts = _bench_train(*args, channels_last=channels_last)
+                    rows, starts = _bench_train(
+                        *args, channels_last=channels_last, precision=precision
+                    )
                 segments = int(starts[1:].sum()) + num_envs
                 loop = next((r for r in rows if r["mode"] == "loop"), None)
                 for r in rows:
@@ -351,6 +363,7 @@ def run_lstm_bench(
                         num_steps=num_steps,
                         mean_segment=mean_seg,
                         channels_last=bool(channels_last and sc == "train"),
+                        precision=precision if sc == "train" else "fp32",
                         realized_mean_segment=num_steps * num_envs / segments,
                         **r,
                     )
@@ -490,6 +503,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--channels-last", action="store_true", help="train scope: channels-last CNN (all modes)"
     )
+    ap.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="train scope: compute dtype of the CNN in all modes (bf16/auto: see rapidrl train)",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the memory-profiling runs")
     ap.add_argument("--json", dest="json_path", default=None, help="write the records here")
     ap.add_argument("--png", dest="png_path", default=None, help="write a plot here")
@@ -504,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads=args.threads,
         measure_memory=not args.no_memory,
         channels_last=args.channels_last,
+        precision=args.precision,
     )
     print(format_table(records))
     if args.json_path:

@@ -10,7 +10,9 @@ Backends
 - ``subprocess``: one env per worker process; ``hybrid``: ``num_workers`` processes x M envs;
   ``async``: the hybrid layout with ``batch_size < num_envs`` (``recv`` returns the first-ready
   worker groups). One implementation (:mod:`rapidrl.vector.process`): data in shared memory,
-  pipes carry only commands.
+  pipes carry only commands. ``inline=True`` runs the last group in the calling process: it
+  steps inside ``send()`` while the worker processes step theirs, so the caller's core does env
+  work instead of waiting on pipes (on 2 cores: one worker process + the caller).
 - ``ale``: ``ale_py.AtariVectorEnv`` (C++ threads); ``envpool``: ``envpool`` (C++ threads). Atari
   env ids only; see :mod:`rapidrl.vector.native`.
 - ``auto``: the layout stored by ``rapidrl bench envs --autotune`` for this machine, env and
@@ -99,6 +101,7 @@ def make_vec(
     restart_on_crash: bool = False,
     context: str = "spawn",
     copy: bool = True,
+    inline: bool = False,
 ) -> VectorEnv:
     """Build ``num_envs`` envs behind the vector API with the given backend.
 
@@ -124,6 +127,9 @@ def make_vec(
         context: multiprocessing start method for process backends.
         copy: return fresh arrays (default); ``False`` may return views of internal buffers that
             the following steps overwrite.
+        inline: ``hybrid``/``async`` only: of the ``num_workers`` groups, the last one runs in
+            this process, stepped inside ``send()`` after the worker processes got their
+            actions (no pipe, no process; it cannot be timed out, like ``serial``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -131,6 +137,11 @@ def make_vec(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     if step_timeout <= 0:
         raise ValueError(f"step_timeout must be > 0, got {step_timeout}")
+    if inline and backend not in ("hybrid", "async"):
+        raise ValueError(
+            f"inline=True applies to the hybrid and async backends, not {backend!r} (it keeps "
+            "one of their env groups in this process)"
+        )
     if backend == "auto":
         return _make_auto(
             env,
@@ -188,9 +199,15 @@ def make_vec(
     if backend == "async" and batch_size is None:
         per_worker = num_envs // num_workers
         batch_size = per_worker * max(1, num_workers // 2)
+    if inline and num_workers < 2:
+        raise ValueError(
+            f"inline=True needs num_workers >= 2 (got {num_workers}): one group stays in this "
+            "process and at least one runs in a worker process; for none use backend='serial'"
+        )
     return make_process_vec(
         env_fns,
         num_workers,
+        inline=inline,
         batch_size=batch_size,
         copy=copy,
         step_timeout=step_timeout,
@@ -267,6 +284,7 @@ def _make_auto(env, num_envs: int, **kwargs) -> VectorEnv:
                 choice["backend"],
                 num_workers=None if choice["backend"] == "subprocess" else workers,
                 batch_size=choice.get("batch_size"),
+                **({"inline": True} if choice.get("inline") else {}),
                 **kwargs,
             )
         except ImportError as exc:  # e.g. envpool measured, since uninstalled

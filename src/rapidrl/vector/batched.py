@@ -131,14 +131,19 @@ class LocalWorker(Worker):
             raise env_error(self.group, self.start, self.env_ids, self.busy or "?", exc) from exc
 
     def restart(self) -> None:
-        self.close()
+        self._close_group()
         self.group = self.build_group()
         self.group.attach(self._bufs.rows(self.start, self.stop))
 
-    def close(self) -> None:
+    def _close_group(self) -> None:
         group, self.group = getattr(self, "group", None), None
         if group is not None:
             group.close()
+            group.bufs = None  # our views of a shared block must go before it is unmapped
+
+    def close(self) -> None:
+        self._close_group()
+        self._bufs = None
 
 
 class _Resources:
@@ -151,14 +156,18 @@ class _Resources:
     def release(self) -> None:
         workers, self.workers = self.workers, []
         errors = []
-        close_all = getattr(type(workers[0]), "close_all", None) if workers else None
-        if close_all is not None:  # e.g. processes: ask all, then wait for all at once
-            try:
-                close_all(workers)
-            except Exception as exc:
-                errors.append(exc)
-        else:
-            for w in workers:
+        by_type: dict[type, list[Worker]] = {}
+        for w in workers:  # e.g. process workers and an inline group in one vector env
+            by_type.setdefault(type(w), []).append(w)
+        for cls, ws in by_type.items():
+            close_all = getattr(cls, "close_all", None)
+            if close_all is not None:  # e.g. processes: ask all, then wait for all at once
+                try:
+                    close_all(ws)
+                except Exception as exc:
+                    errors.append(exc)
+                continue
+            for w in ws:
                 try:
                     w.close()
                 except Exception as exc:  # keep closing the others

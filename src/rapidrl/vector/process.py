@@ -18,6 +18,7 @@ resource tracker if the parent itself is killed), so no ``/dev/shm`` segment out
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 import traceback
@@ -29,7 +30,13 @@ import cloudpickle
 import gymnasium as gym
 
 from rapidrl.vector.api import EnvWorkerError, WorkerDiedError
-from rapidrl.vector.batched import _LIVENESS_PERIOD, BatchedVectorEnv, Worker, _Resources
+from rapidrl.vector.batched import (
+    _LIVENESS_PERIOD,
+    BatchedVectorEnv,
+    LocalWorker,
+    Worker,
+    _Resources,
+)
 from rapidrl.vector.buffers import Buffers
 from rapidrl.vector.group import EnvGroup
 
@@ -278,17 +285,34 @@ def make_process_vec(
     context: str = "spawn",
     seed: int | None = None,
     name: str = "process vector env",
+    inline: bool = False,
 ) -> BatchedVectorEnv:
-    """``num_workers`` processes, each running a contiguous share of ``env_fns``."""
+    """``num_workers`` groups, each running a contiguous share of ``env_fns`` in its own process;
+    with ``inline`` the last group runs in this process instead (see ``make_vec``)."""
+    if inline and num_workers < 2:
+        raise ValueError(
+            "inline=True needs num_workers >= 2 (one group stays in this process; with a "
+            "single group use backend='serial')"
+        )
     ranges = split_envs(len(env_fns), num_workers)
     ctx = get_context(context)
-    workers: list[ProcessWorker] = []
+    workers: list[Worker] = []
     resources = _Resources(workers)
     try:
-        for k, (a, b) in enumerate(ranges):
+        procs = ranges[:-1] if inline else ranges
+        for k, (a, b) in enumerate(procs):
             payload = cloudpickle.dumps(list(env_fns[a:b]))
             workers.append(ProcessWorker(ctx, k, a, b, payload, step_timeout))
-        spaces = [w.handshake_spaces() for w in workers]
+        if inline:  # built after the processes were started: they build their envs meanwhile
+            k, (a, b) = len(procs), ranges[-1]
+            make_group = functools.partial(EnvGroup, list(env_fns[a:b]), a)
+            workers.append(LocalWorker(k, a, b, make_group))
+        spaces = [
+            w.handshake_spaces()
+            if isinstance(w, ProcessWorker)
+            else (w.group.single_observation_space, w.group.single_action_space)
+            for w in workers
+        ]
         obs_space, act_space = spaces[0]
         for w, (o, a) in zip(workers, spaces):
             if o != obs_space or a != act_space:
@@ -301,7 +325,10 @@ def make_process_vec(
         resources.extra.append(lambda: _free_shm(shm))
         bufs = Buffers.from_buffer(shm.buf, specs)
         for w in workers:
-            w.attach(shm.name, specs)
+            if isinstance(w, ProcessWorker):
+                w.attach(shm.name, specs)
+            else:
+                w.attach(bufs)
         venv = BatchedVectorEnv(
             workers,
             bufs,
