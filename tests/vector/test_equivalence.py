@@ -5,6 +5,7 @@ compared per env id)."""
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import numpy as np
@@ -125,19 +126,44 @@ def test_async_slow_env_does_not_stall_the_rest():
     assert counts[1:].min() > 10 * counts[0], counts
 
 
-def test_inline_group_runs_in_this_process_and_steps_while_workers_do():
-    """inline: the last group is stepped by the caller (no process), the others in workers; a
-    slow inline env and a slow worker env overlap instead of adding up."""
-    fns = _env_fns(delays=[0.2, 0.0, 0.0, 0.2])  # env 0 in the worker, env 3 inline
-    with make_vec(fns, N, "hybrid", num_workers=2, inline=True) as venv:
-        pids = venv.worker_pids
-        assert pids[0] is not None and pids[1] is None
+class _MarkerEnv(CountingEnv):
+    """Worker side: touches ``path`` when a step starts. Inline side: during its step, waits
+    (bounded) for that file and records whether the worker's step had started."""
+
+    def __init__(self, path: str, role: str):
+        super().__init__()
+        self.path, self.role, self.saw_worker_step, self.pid = path, role, [], os.getpid()
+
+    def step(self, action):
+        if self.role == "worker":
+            with open(self.path, "a") as f:
+                f.write("x")
+        else:
+            deadline = time.monotonic() + 10.0
+            while not os.path.exists(self.path) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            self.saw_worker_step.append(os.path.exists(self.path))
+            if os.path.exists(self.path):
+                os.remove(self.path)
+        return super().step(action)
+
+
+def test_inline_group_steps_in_this_process_after_the_workers_got_their_actions(tmp_path):
+    """inline: the last group is stepped by the caller (no process), and only after the worker
+    processes were sent their actions, so both step at the same time."""
+    path = str(tmp_path / "worker-stepping")
+    fns = [
+        functools.partial(_MarkerEnv, path, "worker"),
+        functools.partial(_MarkerEnv, path, "inline"),
+    ]
+    with make_vec(fns, 2, "hybrid", num_workers=2, inline=True) as venv:
+        assert venv.worker_pids[0] is not None and venv.worker_pids[1] is None
         venv.reset(seed=0)
-        t0 = time.monotonic()
         for _ in range(5):
-            venv.step(np.zeros(N, np.int64))
-        elapsed = time.monotonic() - t0
-    assert elapsed < 5 * 0.2 * 1.8, elapsed  # overlapped (~1.0 s), not serial (~2.0 s)
+            venv.step(np.zeros(2, np.int64))
+        inline_env = venv.workers[1].group.envs[0]
+    assert inline_env.pid == os.getpid()
+    assert inline_env.saw_worker_step == [True] * 5
 
 
 def test_pong_serial_equals_hybrid():
