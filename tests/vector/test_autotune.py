@@ -51,11 +51,11 @@ def test_auto_uses_cache_entry(cache_dir):
 
 
 def test_auto_builds_an_inline_layout(cache_dir):
-    choice = {"backend": "async", "num_workers": 2, "batch_size": 1, "inline": True}
+    choice = {"backend": "async", "num_workers": 2, "batch_size": 1, "inline": True, "spin": 1e-3}
     save_autotune("CartPole-v1", 2, choice)
     assert load_autotune("CartPole-v1", 2)["inline"] is True
     with make_vec("CartPole-v1", 2, "auto") as venv:
-        assert venv.name == "async vector env" and venv.batch_size == 1
+        assert venv.name == "async vector env" and venv.batch_size == 1 and venv.spin == 1e-3
         assert venv.worker_pids[0] is not None and venv.worker_pids[1] is None  # group 1 here
         _, infos = venv.reset(seed=0)
         venv.send(np.zeros(2, np.int64), infos["env_id"])

@@ -76,6 +76,8 @@ def test_serial_same_step_autoreset(reference):
         ("hybrid", {"num_workers": 2, "inline": True}),
         ("async", {"num_workers": 4, "batch_size": 2, "inline": True}),
         ("async", {"num_workers": 2, "batch_size": 2, "inline": True, "copy": False}),
+        ("hybrid", {"num_workers": 2, "spin": 0.002}),
+        ("async", {"num_workers": 2, "batch_size": 2, "inline": True, "spin": 0.002}),
     ],
     ids=[
         "subprocess",
@@ -85,6 +87,8 @@ def test_serial_same_step_autoreset(reference):
         "hybrid-2x2-inline",
         "async-4x1-b2-inline",
         "async-2x2-b2-inline-nocopy",
+        "hybrid-2x2-spin",
+        "async-2x2-b2-inline-spin",
     ],  # fmt: skip
 )
 def test_process_backends_equal_serial(backend, kwargs, actions, reference):

@@ -300,6 +300,10 @@ def test_bad_layouts():
         make_vec(fns, 4, "subprocess", inline=True)
     with pytest.raises(ValueError, match="inline=True needs num_workers >= 2"):
         make_vec(fns, 4, "hybrid", num_workers=1, inline=True)
+    with pytest.raises(ValueError, match="spin must be >= 0"):
+        make_vec(fns, 4, "hybrid", spin=-1.0)
+    with pytest.raises(ValueError, match="spin applies to the process backends"):
+        make_vec(fns, 4, "serial", spin=0.001)
 
 
 _ORPHAN_SCRIPT = """

@@ -17,10 +17,12 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+SPIN_S = 0.002  # s: the polling window of the spin layouts (longer than one vector step here)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Layout:
     """Envs returned per ``recv`` (``None``: all of them, synchronous)."""
     inline: bool = False
     """hybrid/async: the last of the ``num_workers`` groups runs in the calling process."""
+    spin: float = 0.0
+    """Process layouts: seconds waiting sides poll before blocking (``make_vec(spin=...)``)."""
 
     @property
     def name(self) -> str:
@@ -50,6 +54,8 @@ class Layout:
             s = s[:-1] + ", 1 inline]"
         if self.batch_size is not None and self.batch_size < self.num_envs:
             s += f" b={self.batch_size}"
+        if self.spin:
+            s += " spin"
         return s
 
 
@@ -92,6 +98,12 @@ def candidate_layouts(
             m, half = num_envs // p, num_envs // 2
             if half % m == 0 and half >= m:
                 out.append(Layout("async", num_envs, p, half, inline=True))
+    # Polling instead of sleeping between steps (worker processes and the caller): pays off
+    # only with a core for each of them.
+    for lay in list(out):
+        procs = lay.num_workers - lay.inline
+        if lay.backend in ("hybrid", "async") and 1 <= procs and procs + 1 <= cpus:
+            out.append(replace(lay, spin=SPIN_S))
     if is_atari:
         out.append(Layout("ale", num_envs, 0))
         if num_envs >= 2:
@@ -288,6 +300,8 @@ def measure(
             kwargs["batch_size"] = layout.batch_size
         if layout.inline:
             kwargs["inline"] = True
+        if layout.spin:
+            kwargs["spin"] = layout.spin
         venv = make_vec(env_id, layout.num_envs, backend=layout.backend, **kwargs)
         n_actions = venv.single_action_space.n
         venv.reset(seed=seed)
@@ -346,6 +360,7 @@ class BenchResult:
                     "num_workers": recs[0]["num_workers"],
                     "batch_size": recs[0]["batch_size"],
                     "inline": recs[0].get("inline", False),
+                    "spin": recs[0].get("spin", 0.0),
                     "steps_per_s": statistics.median(sps),
                     "min": min(sps),
                     "max": max(sps),
@@ -478,6 +493,7 @@ def verify_autotune(
         best["num_workers"],
         best["batch_size"],
         inline=bool(best.get("inline", False)),
+        spin=float(best.get("spin") or 0.0),
     )
     auto_layout = Layout("auto", num_envs)
     auto, ref = [], []
@@ -526,7 +542,8 @@ def main_bench_envs(cfg) -> int:
             best = best_layout(rows, n)  # only backends usable as "auto", not gymnasium's
             if best is None:
                 continue
-            choice = {k: best.get(k) for k in ("backend", "num_workers", "batch_size", "inline")}
+            keys = ("backend", "num_workers", "batch_size", "inline", "spin")
+            choice = {k: best.get(k) for k in keys}
             path = save_autotune(env_id, n, choice, steps_per_s=best["steps_per_s"])
             print(f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {path}")
             verify_autotune(env_id, n, best, cfg.seconds, cfg.repeats)

@@ -102,6 +102,7 @@ def make_vec(
     context: str = "spawn",
     copy: bool = True,
     inline: bool = False,
+    spin: float = 0.0,
 ) -> VectorEnv:
     """Build ``num_envs`` envs behind the vector API with the given backend.
 
@@ -130,6 +131,10 @@ def make_vec(
         inline: ``hybrid``/``async`` only: of the ``num_workers`` groups, the last one runs in
             this process, stepped inside ``send()`` after the worker processes got their
             actions (no pipe, no process; it cannot be timed out, like ``serial``).
+        spin: process backends: seconds that a worker waiting for its next command, and the
+            caller waiting for results, poll before they block. A busy core answers far sooner
+            than one that went idle, at the price of that much CPU per wait: worth it with no
+            more processes than cores (``rapidrl bench envs`` measures both).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -137,6 +142,10 @@ def make_vec(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     if step_timeout <= 0:
         raise ValueError(f"step_timeout must be > 0, got {step_timeout}")
+    if spin < 0:
+        raise ValueError(f"spin must be >= 0 seconds, got {spin}")
+    if spin and backend not in ("subprocess", "hybrid", "async"):
+        raise ValueError(f"spin applies to the process backends, not {backend!r}")
     if inline and backend not in ("hybrid", "async"):
         raise ValueError(
             f"inline=True applies to the hybrid and async backends, not {backend!r} (it keeps "
@@ -208,6 +217,7 @@ def make_vec(
         env_fns,
         num_workers,
         inline=inline,
+        spin=spin,
         batch_size=batch_size,
         copy=copy,
         step_timeout=step_timeout,
@@ -285,6 +295,7 @@ def _make_auto(env, num_envs: int, **kwargs) -> VectorEnv:
                 num_workers=None if choice["backend"] == "subprocess" else workers,
                 batch_size=choice.get("batch_size"),
                 **({"inline": True} if choice.get("inline") else {}),
+                **({"spin": float(choice["spin"])} if choice.get("spin") else {}),
                 **kwargs,
             )
         except ImportError as exc:  # e.g. envpool measured, since uninstalled

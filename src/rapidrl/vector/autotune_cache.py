@@ -2,7 +2,7 @@
 
 One JSON file (``~/.cache/rapidrl/autotune.json``; ``$RAPIDRL_CACHE_DIR`` or ``$XDG_CACHE_HOME``
 move it) maps ``"<hostname>|<cpus>|<env id>|<num_envs>"`` to a choice
-``{"backend", "num_workers", "batch_size", "inline"}`` plus what was measured. ``rapidrl bench envs
+``{"backend", "num_workers", "batch_size", "inline", "spin"}`` plus what was measured. ``rapidrl bench envs
 --autotune`` writes it; :func:`rapidrl.vector.make_vec` reads it.
 """
 
@@ -90,6 +90,7 @@ def save_autotune(
         "num_workers": choice.get("num_workers"),
         "batch_size": choice.get("batch_size"),
         "inline": bool(choice.get("inline", False)),
+        "spin": float(choice.get("spin") or 0.0),
         "steps_per_s": steps_per_s,
         "env_id": env_id,
         "num_envs": int(num_envs),

@@ -199,6 +199,7 @@ class BatchedVectorEnv(VectorEnv):
         seed: int | None = None,
         resources: _Resources | None = None,
         name: str = "vector env",
+        spin: float = 0.0,
     ):
         self._closed = True  # until fully built (close() / __del__ safe on a failed build)
         self._resources = resources or _Resources(workers)
@@ -213,6 +214,7 @@ class BatchedVectorEnv(VectorEnv):
         self.step_timeout = float(step_timeout)
         self.restart_on_crash = restart_on_crash
         self.name = name
+        self.spin = float(spin)  # s: poll workers this long before blocking in select
         self._check_layout()
         self._owner = np.empty(self.num_envs, np.int64)
         for w in workers:
@@ -381,6 +383,7 @@ class BatchedVectorEnv(VectorEnv):
         path (the deadline still bounds a worker that hangs while alive).
         """
         self._sweep(0.0)
+        spin_until = time.monotonic() + self.spin if self.spin > 0 else 0.0
         while not done():
             busy = [w for w in self.workers if w.busy]
             if not busy:
@@ -394,6 +397,9 @@ class BatchedVectorEnv(VectorEnv):
             for w in late:
                 self._on_failure(w, w.timeout_error(self.step_timeout))
             if late:
+                continue
+            if now < spin_until:  # poll instead of sleeping: the results are usually close
+                self._sweep(0.0)
                 continue
             wait_for = min(w.deadline for w in busy) - now
             self._sweep(min(wait_for, _LIVENESS_PERIOD))
