@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,18 +40,15 @@ from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
 from rapidrl.algos.ppo.train import (
     METRIC_COLUMNS,
-    RESUME_IGNORE_FIELDS,
     LogEvent,
     RolloutBatch,
     _metrics_row,
     _seed_of,
-    _zero_acc,
     anneal_lr,
     env_options,
-    learner_checkpoint,
     lr_now,
     make_policy,
-    restore_learner,
+    start_learner,
     train_on_rollout,
 )
 from rapidrl.config import ConfigError
@@ -67,15 +63,11 @@ from rapidrl.distributed.training import (
     start_sampler,
 )
 from rapidrl.train import (
-    Checkpointer,
-    EpisodeTracker,
-    RunClock,
     RunDir,
     StopOnInterrupt,
     seed_everything,
 )
 from rapidrl.train.loop import (
-    Every,
     RunSession,
     resolve_device,
     resolve_stop_score,
@@ -126,36 +118,12 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
     policy = ActorCriticPolicy(net)  # what is published: net's weights under "net."
 
-    c: dict[str, Any] = {"steps": 0, "updates": 0, "grad_steps": 0, "acc": _zero_acc()}
-    log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
-    ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
-    tracker = EpisodeTracker(stop_score, window=cfg.score_window)
-    clock = RunClock()
-    ckpt = Checkpointer(
-        run.checkpoints,
-        algo="ppo",
-        config=cfg,
-        keep=cfg.keep_checkpoints,
-        ignore_fields=RESUME_IGNORE_FIELDS,
-    )
-    learner = dict(  # what a checkpoint holds besides the counters (see learner_checkpoint)
-        net=net,
-        opt=opt,
-        tracker=tracker,
-        clock=clock,
-        log_every=log_every,
-        ckpt_every=ckpt_every,
-        act_gen=act_gen,
-        mb_gen=mb_gen,
-    )
-    if resuming:
-        state = ckpt.load_latest()
-        restore_learner(state, c, **learner)
-        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
-    tracker.stop_at_score = stop_score
-
-    def save(frames: int) -> None:
-        ckpt.save(frames, learner_checkpoint(c, **learner))
+    lrn = start_learner(
+        cfg, run, net=net, opt=opt, act_gen=act_gen, mb_gen=mb_gen, stop_score=stop_score,
+        resuming=resuming, frame_skip=frame_skip,
+    )  # fmt: skip
+    c, tracker, clock, save = lrn.c, lrn.tracker, lrn.clock, lrn.save
+    log_every, ckpt_every = lrn.log_every, lrn.ckpt_every
 
     # A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing rapidrl.algos.ppo, so
     # the workers get a factory that registers it there first.

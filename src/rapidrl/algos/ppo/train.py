@@ -110,6 +110,7 @@ from rapidrl.train.loop import (
 
 __all__ = [
     "LSTM_PRESETS",
+    "Learner",
     "LogEvent",
     "RolloutBatch",
     "anneal_lr",
@@ -120,6 +121,7 @@ __all__ = [
     "make_policy",
     "parse_ppo_args",
     "rollout_advantages",
+    "start_learner",
     "train",
     "train_on_rollout",
     "update_policy",
@@ -474,6 +476,62 @@ def restore_learner(
     state.restore_rng()
 
 
+@dataclass
+class Learner:
+    """The learner-side run state one PPO loop (local or Ray) keeps beside its net and optimizer."""
+
+    c: dict[str, Any]  # counters: everything the schedules and the metric rows depend on
+    log_every: Every
+    ckpt_every: Every
+    tracker: EpisodeTracker
+    clock: RunClock
+    save: Callable[[int], None]  # save(frames): an atomic checkpoint of all of it
+
+
+def start_learner(
+    cfg: PPOConfig, run, *, net, opt, act_gen, mb_gen, stop_score, resuming: bool, frame_skip: int
+) -> Learner:
+    """Fresh counters, cadences, tracker and clock, restored from the newest checkpoint when
+    ``resuming`` (the local and the Ray loop alike)."""
+    c: dict[str, Any] = {
+        "steps": 0,  # agent steps, all envs
+        "updates": 0,  # rollouts collected and trained on
+        "grad_steps": 0,
+        "acc": _zero_acc(),  # sums since the last metrics row
+    }
+    log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
+    ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
+    tracker = EpisodeTracker(stop_score, window=cfg.score_window)
+    clock = RunClock()
+    ckpt = Checkpointer(
+        run.checkpoints,
+        algo="ppo",
+        config=cfg,
+        keep=cfg.keep_checkpoints,
+        ignore_fields=RESUME_IGNORE_FIELDS,
+    )
+    parts = dict(  # what a checkpoint holds besides the counters (see learner_checkpoint)
+        net=net,
+        opt=opt,
+        tracker=tracker,
+        clock=clock,
+        log_every=log_every,
+        ckpt_every=ckpt_every,
+        act_gen=act_gen,
+        mb_gen=mb_gen,
+    )
+    if resuming:
+        state = ckpt.load_latest()  # on the CPU: generator states must stay there
+        restore_learner(state, c, **parts)
+        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
+    tracker.stop_at_score = stop_score
+
+    def save(frames: int) -> None:
+        ckpt.save(frames, learner_checkpoint(c, **parts))
+
+    return Learner(c, log_every, ckpt_every, tracker, clock, save)
+
+
 def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
     if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.ppo.ray_loop
@@ -514,42 +572,13 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     net = make_policy(cfg, obs_shape, n_actions, device).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
 
-    # Counters: everything the schedules and the metric rows depend on (saved in checkpoints).
-    c: dict[str, Any] = {
-        "steps": 0,  # agent steps, all envs
-        "updates": 0,  # rollouts collected and trained on
-        "grad_steps": 0,
-        "acc": _zero_acc(),  # sums since the last metrics row
-    }
-    log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
-    ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
-    tracker = EpisodeTracker(stop_score, window=cfg.score_window)
-    clock = RunClock()
-    ckpt = Checkpointer(
-        run.checkpoints,
-        algo="ppo",
-        config=cfg,
-        keep=cfg.keep_checkpoints,
-        ignore_fields=RESUME_IGNORE_FIELDS,
-    )
-    learner = dict(  # what a checkpoint holds besides the counters (see learner_checkpoint)
-        net=net,
-        opt=opt,
-        tracker=tracker,
-        clock=clock,
-        log_every=log_every,
-        ckpt_every=ckpt_every,
-        act_gen=act_gen,
-        mb_gen=mb_gen,
-    )
-    if resuming:
-        state = ckpt.load_latest()  # on the CPU: generator states must stay there
-        restore_learner(state, c, **learner)
-        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
-    tracker.stop_at_score = stop_score
-
-    def save(frames: int) -> None:
-        ckpt.save(frames, learner_checkpoint(c, **learner))
+    # Counters, cadences, tracker, clock and checkpoints (restored here on resume).
+    lrn = start_learner(
+        cfg, run, net=net, opt=opt, act_gen=act_gen, mb_gen=mb_gen, stop_score=stop_score,
+        resuming=resuming, frame_skip=frame_skip,
+    )  # fmt: skip
+    c, tracker, clock, save = lrn.c, lrn.tracker, lrn.clock, lrn.save
+    log_every, ckpt_every = lrn.log_every, lrn.ckpt_every
 
     # Envs. A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing this package, so
     # process workers get a factory that registers it there first.
