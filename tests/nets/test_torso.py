@@ -41,6 +41,21 @@ def test_bf16_torso_close_to_fp32_and_returns_float32():
     assert torch.equal(torso(obs), ref)
 
 
+def test_bf16_input_cast_equals_autocast_of_scaled_float():
+    """The torso casts uint8 frames straight to bf16 and divides there; that must be the very
+    input autocast made from float32 frames / 255 (the old path), to the last bit."""
+    torch.manual_seed(0)
+    torso = use_precision(NatureCNN(), torch.bfloat16)
+    obs = _obs()
+    all_bytes = torch.arange(256, dtype=torch.uint8)
+    direct = all_bytes.to(torch.bfloat16).div_(255.0)
+    via_float = all_bytes.float().div_(255.0).to(torch.bfloat16)
+    assert torch.equal(direct, via_float)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = torso.net(obs.float().div_(255.0)).float()
+    assert torch.equal(torso(obs), ref)
+
+
 def test_bf16_q_network_gradients_are_float32_and_close():
     torch.manual_seed(0)
     q32 = QNetwork((4, 84, 84), 6, dueling=True)
@@ -76,3 +91,23 @@ def test_dqn_config_precision_reaches_the_torso():
     )
     assert make_q_network(cfg, (4, 84, 84), 6).torso.compute_dtype is None
     assert DQN_PRESETS["fast"].precision == "auto" and PPO_PRESETS["fast"].precision == "auto"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_prepared_obs_give_the_same_evaluation(precision, channels_last):
+    """PPO converts a rollout's frames once (ActorCritic.prepare) and evaluates minibatches of
+    the converted copy: that must be the same computation as evaluating the uint8 frames."""
+    cfg = dataclasses.replace(PPO_PRESETS["fast"], precision=precision, channels_last=channels_last)
+    torch.manual_seed(0)
+    net = make_policy(cfg, (4, 84, 84), 6)
+    obs = _obs(16)
+    actions = torch.randint(0, 6, (16,), generator=torch.Generator().manual_seed(1))
+    prepared = net.prepare(obs)
+    assert prepared.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+    # A minibatch of the converted copy against the same minibatch of frames (same batch size:
+    # float32 GEMMs may round differently for another size).
+    ref = net.evaluate(obs[3:11], actions[3:11])
+    out = net.evaluate(prepared[3:11], actions[3:11])
+    for a, b in zip(out, ref, strict=True):
+        assert torch.equal(a, b)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rapidrl.algos.ppo.losses import categorical_entropy, categorical_logprob
-from rapidrl.nets.torso import make_torso
+from rapidrl.nets.torso import NatureCNN, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
 
@@ -130,6 +130,17 @@ class ActorCritic(nn.Module):
             probs = torch.softmax(logits.float(), -1)
             action = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         return FFActOutput(action, categorical_logprob(logits, action), value, logits)
+
+    def prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` converted once for many forward passes (the PPO epochs over one rollout):
+        channels-last and, for a Nature-CNN torso, scaled to its compute dtype. Forward passes
+        on the result equal those on ``obs``."""
+        obs = self._in(obs)
+        if isinstance(self.torso, NatureCNN) and (
+            self.critic_torso is None or self.critic_torso.compute_dtype == self.torso.compute_dtype
+        ):
+            obs = self.torso.prepare(obs)
+        return obs
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
         """What the PPO loss needs: log-prob of ``actions``, entropy, values."""

@@ -353,30 +353,31 @@ PRESETS: dict[str, PPOConfig] = {
     # of the 4 minibatches holds 2 whole env sequences of 128 steps.
     "ppo-lstm": dataclasses.replace(_CLASSIC, recurrent=True, sequence_mode="packed"),
     # fast: the shortest wall time to mean-100 > 18 on Pong we expect from a 2-core CPU.
-    # Where the time goes (MEASUREMENTS.md, per agent step): the env ~0.3 ms of CPU, acting
-    # ~0.27 ms (Nature CNN, batch 8-16), learning ~0.6-0.8 ms per sample per epoch (forward +
-    # backward, minibatches of 256). With 4 epochs the learner is ~75% of the run, so the
-    # levers are (1) learner work per agent step and (2) hiding the env behind acting:
-    # - 3 epochs instead of 4 (the PPO paper's Atari setting): 25% less learner work per step.
-    # - 16 envs x 64 steps: the same 1,024-step rollout, twice the envs (less correlated
-    #   minibatches, GAE over 64 steps is still far beyond 1 / (1 - gamma * lambda) ~ 17).
-    #   Acting batches of 16 cost no more per observation than 8.
-    # - backend auto: the autotuned (possibly first-ready) layout; with env_batch_size < num_envs
-    #   acting on one half overlaps the stepping of the other half.
-    # - channels_last convolutions: a minibatch of 256 ~118 ms instead of ~174 ms (1 thread).
-    # - fused Adam (the optimizer step ~5x faster: ~1.9 ms instead of ~10 ms per minibatch).
-    # - precision auto: the CNN in bf16 on a CPU with AMX (forward + backward ~2-3x faster).
-    # - lr 2.5e-4 annealed, clip 0.1, the rest classic: the settings known to solve Pong.
+    # Where the time goes (MEASUREMENTS.md and our profiles, per rollout of 1,024 agent steps):
+    # the rollout ~0.35 s (16 envs on hybrid 2x8 with one group stepped in this process, acting
+    # at batch 16 on one thread), the update ~0.55 s for 4 epochs (bf16 CNN). The levers:
+    # - 16 envs x 64 steps: the same 1,024-step rollout as the classic 8 x 128, twice the envs
+    #   (less correlated minibatches; GAE over 64 steps is still far beyond
+    #   1 / (1 - gamma * lambda) ~ 17). Acting batches of 16 cost little more than 8.
+    # - backend auto: the autotuned layout.
+    # - channels_last convolutions, fused Adam, precision auto (the CNN in bf16 on a CPU with
+    #   AMX: forward + backward ~2-3x faster), frames converted once per update, not per
+    #   minibatch.
+    # - The learning settings are the classic ones that solve Pong (4 epochs, lr 2.5e-4, clip
+    #   0.1), with the learning rate annealed over CleanRL's 40M frames whatever the budget: a
+    #   run with 3 epochs and the rate annealed over a 20M-frame budget reached +10 at 10.5M
+    #   frames and then stalled between +7 and +12 as the rate fell (README).
     "fast": dataclasses.replace(
         _CLASSIC,
         num_envs=16,
         num_steps=64,
-        epochs=3,
+        epochs=4,
         backend="auto",
         channels_last=True,
         fused_adam=True,
         precision="auto",
-        max_frames=20_000_000,
+        lr_anneal_frames=40_000_000,
+        max_frames=30_000_000,
     ),
     # Classic control (CleanRL ppo.py): 4 envs x 128 steps in this process, 4 minibatches of
     # 128, 4 epochs, lr 2.5e-4 annealed, clip 0.2, separate actor and critic MLPs (64-64 tanh).
