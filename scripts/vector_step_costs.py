@@ -20,6 +20,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
+from rapidrl.bench.envs import ale_raw
 from rapidrl.vector import make_vec
 
 
@@ -61,25 +62,7 @@ def ours(env, n: int, steps: int, repeats: int, **kw) -> float:
 
 
 def ale_py_vec(n: int, threads: int, steps: int, repeats: int) -> float:
-    from ale_py import AtariVectorEnv
-
-    env = AtariVectorEnv(
-        "pong",
-        n,
-        num_threads=threads,
-        noop_max=30,
-        frameskip=4,
-        stack_num=4,
-        img_height=84,
-        img_width=84,
-        grayscale=True,
-        maxpool=True,
-        episodic_life=True,
-        use_fire_reset=True,
-        reward_clipping=True,
-        repeat_action_probability=0.0,
-        max_num_frames_per_episode=108_000,
-    )
+    env = ale_raw("pong", n, num_threads=threads)
     try:
         env.reset(seed=0)
         return _time(env.step, n, steps, repeats)

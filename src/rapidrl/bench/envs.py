@@ -210,8 +210,9 @@ def _measure_ceiling(env_id: str, layout: Layout, seconds: float, warmup: float,
     return sum(s / el for s, el in results)
 
 
-def _ale_raw(env_id: str, num_envs: int, batch_size: int | None):
-    """ale_py's AtariVectorEnv with the DQN protocol options, used through its own API."""
+def ale_raw(env_id: str, num_envs: int, batch_size: int | None = None, num_threads: int = 0):
+    """ale_py's AtariVectorEnv with the DQN protocol options, used through its own API
+    (``num_threads=0``: ale_py's default)."""
     from ale_py import AtariVectorEnv
 
     from rapidrl.envs import resolve_env
@@ -220,6 +221,7 @@ def _ale_raw(env_id: str, num_envs: int, batch_size: int | None):
         resolve_env(env_id).game,
         num_envs,
         batch_size=batch_size or 0,
+        num_threads=num_threads,
         noop_max=30,
         frameskip=4,
         stack_num=4,
@@ -257,7 +259,7 @@ def measure(
             "build_seconds": None,
         }
     if layout.backend == "ale-raw":
-        venv = _ale_raw(env_id, layout.num_envs, layout.batch_size)
+        venv = ale_raw(env_id, layout.num_envs, layout.batch_size)
         n_actions = venv.single_action_space.n
         asynchronous = layout.batch_size is not None and layout.batch_size < layout.num_envs
         venv.reset(seed=seed)

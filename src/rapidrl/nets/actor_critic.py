@@ -136,11 +136,8 @@ class ActorCritic(nn.Module):
         channels-last and, for a Nature-CNN torso, scaled to its compute dtype. Forward passes
         on the result equal those on ``obs``."""
         obs = self._in(obs)
-        if isinstance(self.torso, NatureCNN) and (
-            self.critic_torso is None or self.critic_torso.compute_dtype == self.torso.compute_dtype
-        ):
-            obs = self.torso.prepare(obs)
-        return obs
+        # A separate critic torso is a copy of this one (use_precision sets both alike).
+        return self.torso.prepare(obs) if isinstance(self.torso, NatureCNN) else obs
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
         """What the PPO loss needs: log-prob of ``actions``, entropy, values."""
