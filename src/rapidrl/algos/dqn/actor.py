@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing import connection, get_context
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -294,6 +294,9 @@ class StepBatch:
     epsilon: float
 
 
+_EXIT_GRACE = 2.0  # s: how long a closed pipe's actor gets to be reaped before we report it
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -462,8 +465,7 @@ class ActorPool:
         try:
             self._conns[batch.actor_id].send(("free", batch.slot))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
-            self._check_alive()
-            raise ActorDiedError(f"actor {batch.actor_id} closed its pipe") from None
+            self._pipe_closed(batch.actor_id)
 
     def _drain(self, a: int) -> None:
         conn = self._conns[a]
@@ -477,8 +479,18 @@ class ActorPool:
                         f"actor process {a} (pid {self.procs[a].pid}) failed:\n{msg[1]}"
                     )
         except (EOFError, ConnectionResetError, OSError):
-            self._check_alive()
-            raise ActorDiedError(f"actor process {a} closed its pipe") from None
+            self._pipe_closed(a)
+
+    def _pipe_closed(self, a: int) -> NoReturn:
+        """Actor ``a``'s pipe is closed: it is dying. The pipe can close before the process is
+        reaped (a SIGKILL), so wait for its exit a bounded moment, then report how it ended."""
+        p = self.procs[a]
+        p.join(_EXIT_GRACE)
+        self._check_alive()
+        raise ActorDiedError(
+            f"actor process {a} (pid {p.pid}) closed its pipe and is {_describe_exit(p.exitcode)} "
+            f"after {_EXIT_GRACE:g} s; the learner stops here"
+        ) from None
 
     def _check_alive(self) -> None:
         for a, p in enumerate(self.procs):
