@@ -256,3 +256,23 @@ def test_fire_reset_only_in_games_with_fire():
     env = make_env("breakout", noop_max=0)
     _, info = env.reset(seed=0)
     assert info["episode_frame_number"] == 8  # FIRE + action 2, 4 frames each
+
+
+def test_step_into_writes_what_step_returns():
+    """The vector envs' in-place path gives the observation, reward, flags and info of ``step``."""
+    a = make_env("pong", max_episode_frames=2000)
+    b = make_env("pong", max_episode_frames=2000)
+    out = np.full(a.observation_space.shape, 7, np.uint8)
+    obs_a, _ = a.reset(seed=5)
+    obs_b, _ = b.reset(seed=5)
+    np.testing.assert_array_equal(obs_a, obs_b)
+    ends = 0
+    for t, action in enumerate(np.random.default_rng(5).integers(0, 6, size=1200)):
+        obs_a, *rest_a = a.step(int(action))
+        rest_b = b.step_into(int(action), out)
+        np.testing.assert_array_equal(out, obs_a, err_msg=f"step {t}")
+        assert tuple(rest_a) == rest_b, f"step {t}"
+        if rest_b[1] or rest_b[2]:
+            ends += 1
+            np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+    assert ends >= 1, "expected an episode end (frame limit) to exercise reset"

@@ -122,6 +122,23 @@ class LeanAtariEnv(gym.Env[np.ndarray, np.int64]):
         return self._stacked_obs(), self._info()
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        reward, terminated, truncated, info = self._advance(action)
+        return self._stacked_obs(), reward, terminated, truncated, info
+
+    def step_into(self, action: int, out: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        """``step`` that writes the observation into ``out`` (``observation_space.shape``, uint8)
+        and returns the rest: the vector envs write it straight into their shared buffer, one
+        28 KB allocation and copy fewer per step."""
+        reward, terminated, truncated, info = self._advance(action)
+        head, stack = self._head, self._stack
+        k = len(stack) - head
+        frames = out.reshape(stack.shape)  # a view: ``out`` is a contiguous row
+        frames[:k] = stack[head:]
+        frames[k:] = stack[:head]
+        return reward, terminated, truncated, info
+
+    def _advance(self, action: int) -> tuple[float, bool, bool, dict[str, Any]]:
+        """One agent step, the frame written into the stack: what ``step`` returns, less obs."""
         action = operator.index(action)  # ints and numpy ints; a float or array is a TypeError
         n = len(self._action_set)
         if not 0 <= action < n:
@@ -135,7 +152,7 @@ class LeanAtariEnv(gym.Env[np.ndarray, np.int64]):
             info["episode"] = {"r": self._score, "l": self._agent_steps}
         if self._clip_rewards:
             reward = float((reward > 0) - (reward < 0))
-        return self._stacked_obs(), reward, terminated, truncated, info
+        return reward, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:
         if self.render_mode == "rgb_array":

@@ -106,7 +106,7 @@ class VectorEnv:
                     f"actions must have shape ({n},) for {n} envs with a Discrete action space, "
                     f"got shape {actions.shape}"
                 )
-            if not np.issubdtype(actions.dtype, np.integer):
+            if actions.dtype.kind not in "iu":  # np.issubdtype(.., np.integer), 20x cheaper
                 raise TypeError(
                     f"Discrete actions must be integers, got dtype {actions.dtype}; "
                     "use e.g. actions.astype(np.int64)"

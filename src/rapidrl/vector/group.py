@@ -87,9 +87,13 @@ class EnvGroup:
         self.single_action_space = e0.action_space
         m = len(self.envs)
         self._reports = [reports_episode_stats(e) for e in self.envs]
-        self._ret = np.zeros(m, np.float64)
-        self._len = np.zeros(m, np.int64)
+        # Python floats/ints, not numpy scalars: read and written per env on every step.
+        self._ret = [0.0] * m
+        self._len = [0] * m
         self._discrete = isinstance(e0.action_space, gym.spaces.Discrete)
+        # Envs whose own class writes observations in place (rapidrl's lean Atari env); a wrapper
+        # does not count, its step() may change what the env returns.
+        self._step_into = [getattr(type(e), "step_into", None) for e in self.envs]
 
     def attach(self, bufs: Buffers) -> None:
         """Write results into ``bufs`` (exactly this group's rows) from now on."""
@@ -121,44 +125,58 @@ class EnvGroup:
         b.episode_end[:] = False
         b.episode_return[:] = 0.0
         b.episode_length[:] = 0
-        self._ret[:] = 0.0
-        self._len[:] = 0
+        m = len(self.envs)
+        self._ret = [0.0] * m
+        self._len = [0] * m
 
     def step(self, slot: int) -> None:
         b = self.bufs
-        obs_out = b.obs[slot]
+        obs_out, final_out = b.obs[slot], b.final_obs
         # Python ints for Discrete (what every env accepts), a private copy for Box (an env may
         # keep a reference to its action; the shared buffer is rewritten next step).
         actions = b.actions.tolist() if self._discrete else b.actions.copy()
+        ret, length, reports = self._ret, self._len, self._reports
+        m = len(self.envs)
+        # Per-env scalars are collected in lists and written with one array assignment each:
+        # a numpy item write costs as much as a whole small-array write.
+        rewards, terms, truncs = [0.0] * m, [False] * m, [False] * m
+        ends, ep_ret, ep_len = [False] * m, [0.0] * m, [0] * m
         for j, env in enumerate(self.envs):
             self.current = j
-            obs, reward, terminated, truncated, info = env.step(actions[j])
-            self._ret[j] += reward
-            self._len[j] += 1
+            into = self._step_into[j]
+            if into is not None:
+                obs = obs_out[j]
+                reward, terminated, truncated, info = into(env, actions[j], obs)
+            else:
+                obs, reward, terminated, truncated, info = env.step(actions[j])
+            ret[j] += reward
+            length[j] += 1
             ep = info.get("episode") if info else None
             if ep is not None:
-                self._reports[j] = True
-                b.episode_end[j] = True
-                b.episode_return[j] = _scalar(ep["r"])
-                b.episode_length[j] = int(_scalar(ep["l"]))
-            elif (terminated or truncated) and not self._reports[j]:
-                b.episode_end[j] = True
-                b.episode_return[j] = self._ret[j]
-                b.episode_length[j] = self._len[j]
-            else:
-                b.episode_end[j] = False
-                b.episode_return[j] = 0.0
-                b.episode_length[j] = 0
+                reports[j] = True
+                ends[j] = True
+                ep_ret[j] = _scalar(ep["r"])
+                ep_len[j] = int(_scalar(ep["l"]))
+            elif (terminated or truncated) and not reports[j]:
+                ends[j] = True
+                ep_ret[j] = ret[j]
+                ep_len[j] = length[j]
             if terminated or truncated:
-                self._ret[j] = 0.0
-                self._len[j] = 0
-                b.final_obs[j] = obs
+                ret[j] = 0.0
+                length[j] = 0
+                final_out[j] = obs
                 obs, _ = env.reset()
-            obs_out[j] = obs
-            b.rewards[j] = reward
-            b.terminated[j] = terminated
-            b.truncated[j] = truncated
+                obs_out[j] = obs
+            elif into is None:
+                obs_out[j] = obs
+            rewards[j], terms[j], truncs[j] = reward, terminated, truncated
         self.current = None
+        b.rewards[:] = rewards
+        b.terminated[:] = terms
+        b.truncated[:] = truncs
+        b.episode_end[:] = ends
+        b.episode_return[:] = ep_ret
+        b.episode_length[:] = ep_len
 
     def close(self) -> None:
         for env in self.envs:

@@ -19,6 +19,8 @@ resource tracker if the parent itself is killed), so no ``/dev/shm`` segment out
 from __future__ import annotations
 
 import functools
+import pickle
+import select
 import signal
 import time
 import traceback
@@ -43,6 +45,11 @@ from rapidrl.vector.group import EnvGroup
 _CLOSE_TIMEOUT = 2.0  # s: graceful shutdown budget for all workers together
 _START_TIMEOUT = 60.0  # s: at least this for a worker to start, build its envs and attach
 
+# The two messages of every step, pickled once: the parent writes ("step", slot) as ready bytes and
+# recognises ("ok",) by comparing bytes; anything else (errors, the handshake) is unpickled.
+_OK = pickle.dumps(("ok",), protocol=pickle.HIGHEST_PROTOCOL)
+_STEP = tuple(pickle.dumps(("step", slot), protocol=pickle.HIGHEST_PROTOCOL) for slot in (0, 1))
+
 
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     """Contiguous env ranges, sizes as equal as possible (the first ones one larger)."""
@@ -57,11 +64,20 @@ def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     return out
 
 
-def _spin_for_message(conn, spin: float) -> None:
-    """Poll ``conn`` for up to ``spin`` seconds: the next command usually comes within a step's
-    time, and a core that stays busy wakes far faster than one that went idle."""
+def _poller(*fds) -> select.poll:
+    """A ``select.poll`` on ``fds`` (readable or hung up), built once: ``Connection.poll`` builds a
+    new selector on every call, several microseconds in a loop that runs every step."""
+    p = select.poll()
+    for fd in fds:
+        p.register(fd, select.POLLIN)
+    return p
+
+
+def _spin_for_message(poller: select.poll, spin: float) -> None:
+    """Poll for up to ``spin`` seconds: the next command usually comes within a step's time, and a
+    core that stays busy wakes far faster than one that went idle."""
     deadline = time.perf_counter() + spin
-    while not conn.poll() and time.perf_counter() < deadline:
+    while not poller.poll(0) and time.perf_counter() < deadline:
         pass
 
 
@@ -83,10 +99,11 @@ def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: f
             return
         shm = SharedMemory(name=msg[1])
         group.attach(Buffers.from_buffer(shm.buf, msg[2]).rows(start, stop))
-        conn.send(("ok",))
+        conn.send_bytes(_OK)
+        poller = _poller(conn.fileno())
         while True:
             if spin > 0:
-                _spin_for_message(conn, spin)
+                _spin_for_message(poller, spin)
             msg = conn.recv()
             cmd = msg[0]
             if cmd == "close":
@@ -96,7 +113,7 @@ def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: f
             except Exception:
                 conn.send(("error", group.current, cmd, traceback.format_exc()))
                 continue
-            conn.send(("ok",))
+            conn.send_bytes(_OK)
     except (EOFError, OSError, KeyboardInterrupt):
         pass  # the parent is gone or closed the pipe: just exit
     finally:
@@ -145,13 +162,15 @@ class ProcessWorker(Worker):
         proc.start()
         child_conn.close()
         self.proc, self.conn, self._broken = proc, parent_conn, False
+        self._pipe = _poller(parent_conn.fileno())  # an answer is waiting (or the pipe closed)
+        self._any = _poller(parent_conn.fileno(), proc.sentinel)  # ... or the process ended
 
     # --- messages -----------------------------------------------------------------------------
     def _recv_msg(self, timeout: float) -> tuple:
         deadline = time.monotonic() + timeout
-        while not self.conn.poll():
+        while not self._pipe.poll(0):
             if not self.proc.is_alive():
-                if self.conn.poll():  # it answered, then exited
+                if self._pipe.poll(0):  # it answered, then exited
                     break
                 raise self.died_error()
             left = deadline - time.monotonic()
@@ -159,9 +178,12 @@ class ProcessWorker(Worker):
                 raise self.timeout_error(timeout)
             connection.wait([self.conn, self.proc.sentinel], timeout=min(left, _LIVENESS_PERIOD))
         try:
-            msg = self.conn.recv()
+            data = self.conn.recv_bytes()
         except (EOFError, OSError):
             raise self.died_error() from None
+        if data == _OK:
+            return ("ok",)
+        msg = pickle.loads(data)
         if msg[0] == "error":
             _, j, cmd, tb = msg
             where = f"env {self.start + j}" if j is not None else f"envs {self.env_ids}"
@@ -220,12 +242,16 @@ class ProcessWorker(Worker):
     # --- Worker interface ---------------------------------------------------------------------
     def dispatch(self, cmd: str, *args) -> None:
         try:
-            self.conn.send((cmd, *args))
+            if cmd == "step":
+                self.conn.send_bytes(_STEP[args[0]])
+            else:
+                self.conn.send((cmd, *args))
         except (OSError, ValueError):
             self._broken = True  # reported by finish()
 
     def poll(self) -> bool:
-        return self._broken or self.conn.poll() or not self.proc.is_alive()
+        """An answer is waiting, or the process ended (its sentinel), or the pipe broke."""
+        return self._broken or bool(self._any.poll(0))
 
     def wait_objects(self) -> list:
         return [self.conn, self.proc.sentinel]
