@@ -97,6 +97,33 @@ def test_process_backends_equal_serial(backend, kwargs, actions, reference):
     assert_trajectories_equal(reference, got, f"{backend} {kwargs}")
 
 
+@pytest.mark.parametrize("backend", ["serial", "hybrid"])
+def test_step_and_per_env_sends_equal_the_reference(backend, actions, reference):
+    """The synchronous ``step`` path, and actions sent in pieces, in another order, through the
+    general ``send`` (one call per worker's envs, reversed), give the reference trajectories."""
+    kw = {"num_workers": 2, "inline": True} if backend == "hybrid" else {}
+    reset_ref, traj = reference
+    with make_vec(_env_fns(), N, backend, **kw) as venv:
+        obs, _ = venv.reset(seed=7)
+        np.testing.assert_array_equal(obs, reset_ref)
+        for t in range(T):
+            if t % 2:
+                obs, rewards, terminated, truncated, infos = venv.step(actions[:, t])
+            else:
+                for ids in (np.array([3, 2]), np.array([1, 0])):
+                    venv.send(actions[ids, t], ids)
+                obs, rewards, terminated, truncated, infos, ids = venv.recv()
+                np.testing.assert_array_equal(ids, np.arange(N))
+            for i in range(N):
+                want = traj[i][t]
+                np.testing.assert_array_equal(obs[i], want["obs"], err_msg=f"t={t} env {i}")
+                assert rewards[i] == want["reward"] and terminated[i] == want["terminated"]
+                assert truncated[i] == want["truncated"]
+                assert infos["episode_return"][i] == want["episode_return"]
+                if want["final_obs"] is not None:
+                    np.testing.assert_array_equal(infos["final_obs"][i], want["final_obs"])
+
+
 def test_sync_batch_layout_and_infos():
     """Synchronous batches: all envs in id order, every info key, fresh arrays with copy=True."""
     with make_vec(_env_fns(), N, "hybrid", num_workers=2) as venv:

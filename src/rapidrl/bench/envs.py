@@ -309,11 +309,17 @@ def measure(
         venv.reset(seed=seed)
         build_s = time.perf_counter() - t_build
         ids = np.arange(layout.num_envs)
+        synchronous = venv.batch_size == venv.num_envs
 
         def run(deadline: float) -> int:
             nonlocal ids
             steps = 0
-            while time.perf_counter() < deadline:
+            if synchronous:  # as a trainer steps it (and as the baselines are stepped above)
+                while time.perf_counter() < deadline:
+                    venv.step(rng.integers(0, n_actions, size=layout.num_envs))
+                    steps += layout.num_envs
+                return steps
+            while time.perf_counter() < deadline:  # first-ready batches: send to the last ids
                 venv.send(rng.integers(0, n_actions, size=len(ids)), ids)
                 *_, ids = venv.recv()
                 steps += len(ids)

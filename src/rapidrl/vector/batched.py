@@ -227,9 +227,13 @@ class BatchedVectorEnv(VectorEnv):
         self._default_seed = seed  # used by the first reset() that passes no seed
         self._seed: int | None = None  # seed of the last reset, for restarts
         self._failure: BaseException | None = None
-        # True while every env waits for an action after a whole-batch recv/reset: send() with
-        # no env_ids then needs no per-env state checks (the hot path of a synchronous step).
-        self._all_waiting = False
+        # The workers (and their env rows) of the last recv/reset, and whether anything was sent
+        # since: while not, a send() to exactly those envs (env_ids None or equal to the ids
+        # returned) needs no per-env state checks. That is every step of a synchronous loop and
+        # of a first-ready loop that sends to the envs it received.
+        self._last_workers: list[Worker] = []
+        self._last_rows: slice | np.ndarray = slice(0, 0)
+        self._last_sent = True
         self._final_zeros: np.ndarray | None = None  # read-only final_obs when no episode ended
         self._closed = False
 
@@ -268,9 +272,10 @@ class BatchedVectorEnv(VectorEnv):
 
     def send(self, actions: Any, env_ids: np.ndarray | None = None) -> None:
         self._check_open()
-        if env_ids is None and self._all_waiting:  # every env, every worker: no bookkeeping
-            self._send_all(actions)
+        if not self._last_sent and (env_ids is None or self._is_last_ids(env_ids)):
+            self._send_last(actions)  # whole workers, all waiting: no per-env bookkeeping
             return
+        self._last_sent = True
         if env_ids is None:
             if self._last_ids is None:
                 raise RuntimeError(f"send() before reset(): call reset() on the {self.name} first")
@@ -307,15 +312,14 @@ class BatchedVectorEnv(VectorEnv):
                 f"are: call send() with actions first.{hint}"
             )
         need = self.batch_size
-        self._wait(lambda: sum(w.stop - w.start for w in self._ready) >= need)
         if need == self.num_envs:
-            chosen = self._in_order()
-        else:
-            chosen, count = [], 0
-            while count < need:
-                w = self._ready.pop(0)
-                chosen.append(w)
-                count += w.stop - w.start
+            return self._recv_all()
+        self._wait(lambda: sum(w.stop - w.start for w in self._ready) >= need)
+        chosen, count = [], 0
+        while count < need:
+            w = self._ready.pop(0)
+            chosen.append(w)
+            count += w.stop - w.start
         return self._gather(chosen)
 
     def step(self, actions: Any):
@@ -325,19 +329,42 @@ class BatchedVectorEnv(VectorEnv):
         with fewer Python operations: at 8 Atari envs on 2 cores the parent's bookkeeping sits on
         the critical path of every step, so each one costs throughput.
         """
-        if not (self._all_waiting and self.batch_size == self.num_envs):
+        if (
+            self._last_sent
+            or len(self._last_workers) != len(self.workers)
+            or self.batch_size < (self.num_envs)
+        ):
             return super().step(actions)
         self._check_open()
-        self._send_all(actions)
-        if not self._finish_all():
-            self._wait(lambda: len(self._ready) == len(self.workers))
-        obs, rewards, terminated, truncated, infos, _ = self._gather(self._in_order())
+        self._send_last(actions)
+        obs, rewards, terminated, truncated, infos, _ = self._recv_all()
         return obs, rewards, terminated, truncated, infos
 
-    def _send_all(self, actions: Any) -> None:
-        """Actions for every env, every worker dispatched (process workers first, then inline)."""
-        self._bufs.actions[:] = self.check_actions(actions, self.num_envs)
-        for w in self.workers:
+    def _is_last_ids(self, env_ids: Any) -> bool:
+        """``env_ids`` are the ids the last ``recv``/``reset`` returned, as an integer array."""
+        last = self._last_ids
+        return (
+            isinstance(env_ids, np.ndarray)
+            and env_ids.shape == last.shape
+            and env_ids.dtype.kind in "iu"
+            and bool((env_ids == last).all())
+        )
+
+    def _recv_all(self):
+        """``recv`` of every env (all of them stepping or ready): results in env order."""
+        if not self._finish_all():
+            self._wait(lambda: len(self._ready) == len(self.workers))
+        return self._gather(self._in_order())
+
+    def _send_last(self, actions: Any) -> None:
+        """Actions for the envs of the last recv/reset, their workers dispatched in index order
+        (process workers first, an inline group last: it runs inside its dispatch)."""
+        self._bufs.actions[self._last_rows] = self.check_actions(actions, len(self._last_ids))
+        self._last_sent = True
+        workers = self._last_workers
+        if len(workers) > 1 and any(a.index > b.index for a, b in zip(workers, workers[1:])):
+            workers = sorted(workers, key=lambda w: w.index)
+        for w in workers:
             self._dispatch(w, "step")
 
     def _finish_all(self) -> bool:
@@ -398,7 +425,6 @@ class BatchedVectorEnv(VectorEnv):
         return ids
 
     def _dispatch(self, w: Worker, cmd: str, *args: Any) -> None:
-        self._all_waiting = False
         w.next_slot = 1 - w.slot
         w.busy = cmd
         w.seq = next(self._seq)
@@ -555,8 +581,8 @@ class BatchedVectorEnv(VectorEnv):
             restarted = restarted.copy()
         self._restarted[sel] = False
         self._state[sel] = WAITING
-        self._all_waiting = len(ids) == self.num_envs
         self._last_ids = ids.copy()  # the caller may modify the returned ids
+        self._last_workers, self._last_rows, self._last_sent = list(workers), sel, False
         infos = {
             "env_id": ids,
             "final_obs": final,

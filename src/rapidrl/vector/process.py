@@ -101,10 +101,12 @@ def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: f
         group.attach(Buffers.from_buffer(shm.buf, msg[2]).rows(start, stop))
         conn.send_bytes(_OK)
         poller = _poller(conn.fileno())
+        steps = {data: ("step", slot) for slot, data in enumerate(_STEP)}
         while True:
             if spin > 0:
                 _spin_for_message(poller, spin)
-            msg = conn.recv()
+            data = conn.recv_bytes()
+            msg = steps.get(data) or pickle.loads(data)  # a step needs no unpickling
             cmd = msg[0]
             if cmd == "close":
                 break
