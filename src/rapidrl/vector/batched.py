@@ -234,7 +234,10 @@ class BatchedVectorEnv(VectorEnv):
         self._last_workers: list[Worker] = []
         self._last_rows: slice | np.ndarray = slice(0, 0)
         self._last_sent = True
-        self._final_zeros: np.ndarray | None = None  # read-only final_obs when no episode ended
+        self._final_zeros: np.ndarray | None = None
+        self._views: dict[
+            tuple[int, int, int], tuple
+        ] = {}  # (start, stop, slot) -> views  # read-only final_obs when no episode ended
         self._closed = False
 
     def _check_layout(self) -> None:
@@ -390,6 +393,8 @@ class BatchedVectorEnv(VectorEnv):
         """Stop every worker and free the buffers; idempotent, also after a failure."""
         self._closed = True
         self._bufs = None  # drop our views of a shared block before it is unmapped
+        self._views = {}
+        self._final_zeros = None
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()  # a weakref.finalize runs its callback at most once
@@ -551,13 +556,19 @@ class BatchedVectorEnv(VectorEnv):
             a.stop == c.start and a.slot == c.slot for a, c in zip(workers, workers[1:])
         )
         if contiguous:  # one row range, one obs slot (every synchronous step): slices, no gathers
-            ws = workers
-            rows = slice(ws[0].start, ws[-1].stop)
+            key = (workers[0].start, workers[-1].stop, workers[0].slot)
+            views = self._views.get(key)
+            if views is None:  # the same few ranges every step: slice the buffers once
+                rows = slice(key[0], key[1])
+                views = self._views[key] = (
+                    rows,
+                    b.obs[key[2], rows],
+                    [b.rewards[rows], b.terminated[rows], b.truncated[rows]],
+                    [b.episode_end[rows], b.episode_return[rows], b.episode_length[rows]],
+                    b.final_obs[rows],
+                )
+            rows, obs, small, stats, final = views
             ids = np.arange(rows.start, rows.stop, dtype=np.int64)
-            obs = b.obs[ws[0].slot, rows]
-            small = [b.rewards[rows], b.terminated[rows], b.truncated[rows]]
-            stats = [b.episode_end[rows], b.episode_return[rows], b.episode_length[rows]]
-            final = b.final_obs[rows]
             if self.copy:
                 obs = obs.copy()
                 small = [a.copy() for a in small]
@@ -569,8 +580,9 @@ class BatchedVectorEnv(VectorEnv):
             stats = [b.episode_end[ids], b.episode_return[ids], b.episode_length[ids]]
             final = None
         if self.copy or final is None:
-            done = small[1] | small[2]
-            if done.any():
+            # count_nonzero: a fraction of the cost of (a | b).any() on a few envs
+            if np.count_nonzero(small[1]) or np.count_nonzero(small[2]):
+                done = small[1] | small[2]
                 final = np.zeros_like(obs)
                 final[done] = b.final_obs[ids[done]]
             else:  # most steps: no episode ended, so no new zero array to allocate and fill
