@@ -7,7 +7,9 @@ Prints ms per vector step (median of the repeats) for:
 - 4 lean Atari envs on one core (``serial``) and ale_py's ``AtariVectorEnv`` on one thread;
 - two ``serial`` 4-env loops in two processes at once (what two cores give with no hand-off);
 - the inline spin hybrid at 8 envs (our best layout on 2 cores) and ale_py on two threads;
-- the same inline spin hybrid with envs that do nothing (the vector layer's own cost).
+- the same inline spin hybrid with envs that do nothing (the vector layer's own cost);
+- one Pong episode reset (ALE's ``reset_game``, 60 frames, then the no-ops and FIRE) and the mean
+  episode length with random actions: in a synchronous step every reset stalls the other group.
 Run it on a quiet machine: it measures wall time.
 """
 
@@ -70,6 +72,25 @@ def ale_py_vec(n: int, threads: int, steps: int, repeats: int) -> float:
         env.close()
 
 
+def reset_cost(episodes: int = 12) -> tuple[float, float]:
+    """(ms per env reset, agent steps per episode) of Pong with random actions."""
+    from rapidrl.envs import make_env
+
+    env, rng = make_env("pong"), np.random.default_rng(0)
+    env.reset(seed=0)
+    resets, lengths, n = [], [], 0
+    while len(resets) < episodes:
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(6)))
+        n += 1
+        if terminated or truncated:
+            t = time.perf_counter()
+            env.reset()
+            resets.append((time.perf_counter() - t) * 1e3)
+            lengths.append(n)
+            n = 0
+    return float(np.median(resets)), float(np.mean(lengths))
+
+
 def _serial_job(steps: int, repeats: int, out) -> None:
     out.put(ours("pong", 4, steps, repeats, backend="serial"))
 
@@ -100,6 +121,11 @@ def main() -> None:
     )
     for label, ms in rows:
         print(f"{label:45s} {ms:6.3f} ms per vector step")
+    ms, length = reset_cost()
+    print(
+        f"one Pong env reset {ms:.2f} ms, every {length:.0f} agent steps: at 8 envs a reset every "
+        f"{length / 8:.0f} vector steps, {8 * ms / length:.3f} ms per vector step on average"
+    )
 
 
 if __name__ == "__main__":

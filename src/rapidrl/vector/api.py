@@ -26,6 +26,8 @@ episode in ``infos["final_obs"][i]``. ``terminated`` (a true end: do not bootstr
 
 - ``env_id``          int64 ``[B]``
 - ``final_obs``       ``[B, *obs_shape]``; meaningful only where ``terminated | truncated``
+  (rapidrl's Python backends: zeros elsewhere; on a step where no episode ended, one shared
+  read-only zero array, so that the common step allocates nothing for it)
 - ``episode_end``     bool ``[B]``: a *real* episode ended here (for Atari with episodic life,
   only at game over, not at a life loss)
 - ``episode_return``  float64 ``[B]``: real, unclipped game score of that episode (where
