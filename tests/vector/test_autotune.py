@@ -62,11 +62,18 @@ def test_auto_builds_an_inline_layout(cache_dir):
         assert len(venv.recv()[0]) == 1
 
 
-def test_auto_falls_back_to_hybrid_with_a_message(cache_dir, caplog):
-    with caplog.at_level(logging.WARNING, logger="rapidrl.vector"):
+def test_auto_falls_back_to_the_default_layout_with_a_message(cache_dir, caplog, monkeypatch):
+    import rapidrl.vector as vector
+
+    monkeypatch.setattr(vector, "_cpu_count", lambda: 2)
+    assert vector.default_layout(8) == {"num_workers": 2, "inline": True, "spin": 0.002}
+    assert vector.default_layout(1) == {"num_workers": 1}
+    with caplog.at_level(logging.INFO, logger="rapidrl.vector"):
         venv = make_vec("CartPole-v1", 2, "auto")
     with venv:
-        assert venv.name == "hybrid vector env"
+        # The inline spin hybrid: one group in a worker process, the other in this process.
+        assert venv.name == "hybrid vector env" and venv.spin == 0.002
+        assert venv.worker_pids[0] is not None and venv.worker_pids[1] is None
         assert "no autotune entry" in caplog.text
         venv.reset(seed=0)
         venv.step(np.zeros(2, np.int64))

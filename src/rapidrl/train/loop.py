@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 
 from rapidrl.config import ConfigError, parse_config
+from rapidrl.hardware import cpu_count, describe, hardware_record
 from rapidrl.train.metrics import EpisodeTracker, MetricsLogger, RunClock
 from rapidrl.train.plots import plot_learning_curve
 from rapidrl.train.progress import Progress, write_summary
@@ -45,14 +47,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-def cpu_count() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def resolve_device(name: str) -> torch.device:
@@ -92,16 +86,22 @@ def atari_env_options(
     clip_rewards: bool,
     noop_max: int,
     sticky_actions: float,
+    screen_size: int = 84,
 ) -> dict[str, Any]:
-    """The ``make_env`` options of a trainer config (the Atari switches apply to Atari only)."""
+    """The ``make_env`` options of a trainer config (the Atari switches apply to Atari only).
+    ``screen_size`` is passed only when it differs from the protocol's 84, so the options (and
+    the configs and autotune entries keyed on them) of 84x84 runs stay as they were."""
     if not is_atari:
         return {}
-    return {
+    options = {
         "episodic_life": episodic_life,
         "clip_rewards": clip_rewards,
         "noop_max": noop_max,
         "repeat_action_probability": sticky_actions,
     }
+    if screen_size != 84:
+        options["screen_size"] = screen_size
+    return options
 
 
 def stop_reason(
@@ -208,6 +208,8 @@ class RunSession:
         )
         self._start = (time.monotonic(), frames)
         self.clock.fps(frames)
+        # Every figure says where it came from: the CPU (and its learner ISAs) at the start.
+        print(f"{self.algo} on {describe()}; device {self.device}", file=sys.stderr)
 
     def should_stop(self, stop: Any, frames: int) -> bool:
         """Whether to stop now, at ``frames`` (``stop``: the loop's ``StopOnInterrupt``); the
@@ -243,7 +245,8 @@ class RunSession:
     ) -> dict[str, Any]:
         """The end of a session that ran to its stop: close the log and the bar, write
         ``summary.json`` (the tracker's numbers, then algo, [recurrent,] env, stop_reason, steps,
-        updates, [grad_steps,] this session's frames_per_second, device, run_dir, then ``extra``),
+        updates, [grad_steps,] this session's frames_per_second, device, run_dir, hardware (the CPU:
+        :func:`rapidrl.hardware.hardware_record`), then ``extra``),
         plot the learning curve (a failed plot is a warning: it must never lose a finished run);
         return the summary as written."""
         self.close()
@@ -259,6 +262,7 @@ class RunSession:
             frames_per_second=(frames - start_frames) / session_s if session_s > 0 else None,
             device=str(self.device),
             run_dir=str(self.run.path),
+            hardware=hardware_record(),
         )
         write_summary(
             self.run.summary_json,

@@ -1,0 +1,64 @@
+"""CPU detection: model and learner ISAs from /proc/cpuinfo text (faked here), the one-line
+description every run prints and the record summary.json keeps."""
+
+from rapidrl.hardware import cpu_info, describe, hardware_record, parse_cpuinfo
+
+ZEN3 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse sse2 avx avx2 fma bmi2
+processor\t: 1
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse sse2 avx avx2 fma bmi2
+"""
+SAPPHIRE = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu avx avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+ZEN4 = """model name\t: AMD EPYC 9B14
+flags\t\t: avx avx2 avx512f avx512_bf16 avx512_vnni
+"""
+
+
+def test_parse_cpuinfo_takes_the_first_processor():
+    model, flags = parse_cpuinfo(ZEN3)
+    assert model == "AMD EPYC 7B13" and {"avx2", "fma"} <= flags and "avx512f" not in flags
+
+
+def test_avx2_only_cpu():
+    info = cpu_info(ZEN3, environ={})
+    assert (info.amx, info.avx512, info.avx512_bf16, info.avx2) == (False, False, False, True)
+    assert info.best_isa == "avx2" and info.isa_limit is None
+    assert describe(info).startswith("AMD EPYC 7B13, ") and "avx2 (no amx, no avx512)" in describe(
+        info
+    )
+
+
+def test_amx_cpu_and_an_isa_cap():
+    info = cpu_info(SAPPHIRE, environ={"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert info.amx and info.amx_bf16 and info.avx512 and info.best_isa == "amx"
+    assert info.isa_limit == "ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2"
+    text = describe(info)
+    assert "amx avx512" in text and "(no" not in text and "kernels capped: ONEDNN" in text
+
+
+def test_avx512_bf16_without_amx():
+    info = cpu_info(ZEN4, environ={})
+    assert info.avx512_bf16 and not info.amx and info.best_isa == "avx512"
+    assert "(no amx)" in describe(info)
+
+
+def test_no_cpuinfo_still_describes_the_machine():
+    info = cpu_info("", environ={})
+    assert info.model and info.cores >= 1 and info.best_isa == "other"
+
+
+def test_hardware_record_is_json_ready():
+    import json
+
+    record = hardware_record(cpu_info(ZEN3, environ={}))
+    assert json.loads(json.dumps(record))["model"] == "AMD EPYC 7B13"
+    assert record["best_isa"] == "avx2" and record["description"] == describe(
+        cpu_info(ZEN3, environ={})
+    )
+    assert record["torch_threads"] >= 1
