@@ -27,6 +27,7 @@ from rapidrl.algos.ppo.memory_envs import CARTPOLE_NO_VEL, MemoryEnvFactory
 from rapidrl.algos.ppo.train import (
     LSTM_PRESETS,
     RolloutBatch,
+    adapt_lr,
     make_policy,
     rollout_advantages,
     train,
@@ -360,6 +361,46 @@ def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path):
     assert strip_time(rows_full[:3]) == strip_time(rows_part[:3])
 
 
+def test_kl_adaptive_rate_follows_the_minibatch_kl():
+    cfg = dataclasses.replace(
+        PRESETS["cartpole"], anneal_lr=False, kl_adaptive_lr=0.01, lr=1e-3, lr_min=1e-4, lr_max=2e-3
+    )
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    assert adapt_lr(opt, cfg, 0.01) == pytest.approx(1e-3)  # within [target / 2, 2 target]
+    assert adapt_lr(opt, cfg, 0.021) == pytest.approx(1e-3 / 1.5)  # above 2 x target: down
+    assert adapt_lr(opt, cfg, 0.004) == pytest.approx(1e-3)  # below target / 2: up
+    for _ in range(10):
+        adapt_lr(opt, cfg, 0.0)
+    assert opt.param_groups[0]["lr"] == pytest.approx(2e-3)  # clamped to lr_max
+    for _ in range(40):
+        adapt_lr(opt, cfg, 1.0)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-4)  # clamped to lr_min
+    off = dataclasses.replace(cfg, kl_adaptive_lr=None)
+    assert adapt_lr(opt, off, 1.0) == pytest.approx(1e-4)  # off: unchanged
+
+
+def test_kl_adaptive_run_moves_the_rate_and_resumes_exactly(tmp_path):
+    """The adaptive rate lives in the optimizer's state: the metrics show it moving, and a
+    stopped run's checkpoint equals the uninterrupted run's, the rate included."""
+    cfg = dataclasses.replace(
+        RESUME_CFG, recurrent=False, env="CartPole-v1", anneal_lr=False, kl_adaptive_lr=0.002
+    )
+    full, part = tmp_path / "full", tmp_path / "part"
+    train(dataclasses.replace(cfg, run_dir=str(full)))
+    train(dataclasses.replace(cfg, run_dir=str(part), max_frames=128 * 3))
+    ck = "checkpoints/ckpt-000000000384.pt"
+    assert_same(ckpt_payload(full / ck), ckpt_payload(part / ck))
+    saved = ckpt_payload(part / ck)["state"]["optim"]["param_groups"][0]["lr"]
+    assert saved != cfg.lr  # the moved rate is what the checkpoint holds
+    s = train(dataclasses.replace(cfg, resume=str(part)))
+    assert s["frames"] == 768
+    _, resumed = rows_of(part)
+    assert float(resumed[3]["lr"]) != cfg.lr  # the resumed run goes on from it, not from --lr
+    _, rows = rows_of(full)
+    rates = [float(r["lr"]) for r in rows]
+    assert len(set(rates)) > 1 and all(cfg.lr_min <= r <= cfg.lr_max for r in rates)
+
+
 def test_resume_refuses_changed_learning_settings(tmp_path):
     from rapidrl.train import CheckpointError
 
@@ -416,6 +457,10 @@ def test_help_lists_every_field(capsys, command):
         (["--env", "pongg"], "did you mean"),
         (["--resume", "/nonexistent/run"], "no config.json"),
         (["--clip", "0"], "--clip must be > 0"),
+        (["--kl-adaptive-lr", "0.01"], "pass --no-anneal-lr with --kl-adaptive-lr"),
+        (["--kl-adaptive-lr", "0.01", "--no-anneal-lr", "--lr", "0.1"], "<= --lr-max (0.01)"),
+        (["--obs-size", "32"], "use --torso small for smaller frames"),
+        (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):

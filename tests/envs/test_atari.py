@@ -81,6 +81,10 @@ def test_lean_equals_wrappers_breakout_lives_fire_episodic():
                 grayscale=False, frame_skip=3, max_pool=False, screen_size=(64, 48), frame_stack=2
             ),
         ),
+        # The cheaper-torso frame sizes (PPO/PQN --obs-size): the lean stack resizes straight to
+        # them, frame for frame what the wrapper chain's WarpFrame gives.
+        ("pong", dict(screen_size=64)),
+        ("pong", dict(screen_size=42)),
         (
             "space_invaders",
             dict(

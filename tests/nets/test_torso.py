@@ -10,7 +10,14 @@ from rapidrl.algos.dqn.train import make_q_network
 from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
 from rapidrl.algos.ppo.train import make_policy
 from rapidrl.nets.q import QNetwork
-from rapidrl.nets.torso import NatureCNN, native_bf16, resolve_precision, use_precision
+from rapidrl.nets.torso import (
+    NatureCNN,
+    SmallCNN,
+    make_torso,
+    native_bf16,
+    resolve_precision,
+    use_precision,
+)
 
 
 def _obs(n: int = 8) -> torch.Tensor:
@@ -111,3 +118,60 @@ def test_prepared_obs_give_the_same_evaluation(precision, channels_last):
     out = net.evaluate(prepared[3:11], actions[3:11])
     for a, b in zip(out, ref, strict=True):
         assert torch.equal(a, b)
+
+
+# --- frame sizes and the small torso (PPO/PQN --obs-size, --torso) -----------------------------
+@pytest.mark.parametrize(
+    "kind, size, flat, out_dim",
+    [
+        ("nature", 84, 64 * 7 * 7, 512),
+        ("nature", 64, 64 * 4 * 4, 512),
+        ("small", 42, 32 * 3 * 3, 256),
+    ],
+)
+def test_torso_shapes_for_each_frame_size(kind, size, flat, out_dim):
+    torso = make_torso((4, size, size), kind=kind)
+    linear = [m for m in torso.modules() if isinstance(m, torch.nn.Linear)]
+    assert linear[0].in_features == flat and torso.out_dim == out_dim
+    obs = torch.randint(0, 256, (3, 4, size, size), dtype=torch.uint8)
+    out = torso(obs)
+    assert out.shape == (3, out_dim) and out.dtype == torch.float32
+    # uint8 in == the same frames scaled by hand (the torso scales inside)
+    torch.testing.assert_close(torso.net(obs.float() / 255.0), out)
+
+
+def test_nature_cnn_at_84_is_the_protocol_network():
+    """The frame-size parameter leaves the 84x84 network as it was: same layers, same shapes."""
+    shapes = [tuple(p.shape) for p in NatureCNN(4, 512).parameters()]
+    assert shapes == [
+        (32, 4, 8, 8), (32,), (64, 32, 4, 4), (64,), (64, 64, 3, 3), (64,), (512, 3136), (512,)
+    ]  # fmt: skip
+
+
+def test_torso_rejects_frames_it_cannot_take():
+    with pytest.raises(ValueError, match="at least 36x36.*--torso small"):
+        NatureCNN(4, 512, input_hw=(32, 32))
+    with pytest.raises(ValueError, match="unknown torso 'resnet'"):
+        make_torso((4, 84, 84), kind="resnet")
+
+
+def test_small_torso_runs_under_bf16_switch():
+    torch.manual_seed(0)
+    torso = SmallCNN(4, 256, input_hw=(42, 42))
+    obs = torch.randint(0, 256, (4, 4, 42, 42), dtype=torch.uint8)
+    ref = torso(obs)
+    use_precision(torso, torch.bfloat16)
+    assert torso.compute_dtype is torch.bfloat16
+    out = torso(obs)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, atol=0.05 * ref.abs().max().item(), rtol=0.05)
+
+
+@pytest.mark.parametrize("torso, size", [("nature", 64), ("small", 42)])
+def test_ppo_policy_for_smaller_frames(torso, size):
+    cfg = dataclasses.replace(PPO_PRESETS["fast"], obs_size=size, torso=torso, precision="fp32")
+    net = make_policy(cfg, (4, size, size), 6)
+    obs = torch.randint(0, 256, (5, 4, size, size), dtype=torch.uint8)
+    logits, values = net(obs)
+    assert logits.shape == (5, 6) and values.shape == (5,)
+    assert isinstance(net.torso, SmallCNN if torso == "small" else NatureCNN)

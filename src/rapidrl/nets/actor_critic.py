@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rapidrl.algos.ppo.losses import categorical_entropy, categorical_logprob
-from rapidrl.nets.torso import NatureCNN, make_torso
+from rapidrl.nets.torso import ConvTorso, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
 
@@ -68,6 +68,8 @@ class ActorCritic(nn.Module):
         orthogonal: CleanRL's initialization (see the module docstring).
         channels_last: run the convolutions in ``torch.channels_last`` (faster with oneDNN on
             some CPUs); inputs are converted in ``forward``.
+        torso_kind: the image torso when ``torso`` is None: ``nature`` or ``small`` (see
+            :func:`rapidrl.nets.torso.make_torso`).
     """
 
     def __init__(
@@ -79,11 +81,12 @@ class ActorCritic(nn.Module):
         shared_torso: bool = True,
         orthogonal: bool = True,
         channels_last: bool = False,
+        torso_kind: str = "nature",
     ):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.num_actions = int(num_actions)
-        self.torso = make_torso(self.obs_shape) if torso is None else torso
+        self.torso = make_torso(self.obs_shape, kind=torso_kind) if torso is None else torso
         if orthogonal:
             orthogonal_init(self.torso)
         self.critic_torso = None if shared_torso else copy.deepcopy(self.torso)
@@ -137,7 +140,7 @@ class ActorCritic(nn.Module):
         on the result equal those on ``obs``."""
         obs = self._in(obs)
         # A separate critic torso is a copy of this one (use_precision sets both alike).
-        return self.torso.prepare(obs) if isinstance(self.torso, NatureCNN) else obs
+        return self.torso.prepare(obs) if isinstance(self.torso, ConvTorso) else obs
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
         """What the PPO loss needs: log-prob of ``actions``, entropy, values."""

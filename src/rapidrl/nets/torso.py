@@ -6,30 +6,23 @@ import torch
 from torch import nn
 
 
-class NatureCNN(nn.Module):
-    """The Nature-DQN convolutional torso: uint8 ``[B, C, 84, 84]`` -> float ``[B, out_dim]``.
+class ConvTorso(nn.Module):
+    """Base of the image torsos: uint8 ``[B, C, H, W]`` -> float ``[B, out_dim]``.
 
     Scales uint8 pixels to [0, 1] inside the module, so callers hand over raw frames (the replay
     buffer and the vector envs stay uint8 end to end: 4x less memory and copy traffic).
+    Subclasses build ``self.net``; ``compute_dtype`` (set by :func:`use_precision`) runs it under
+    autocast.
     """
 
-    def __init__(self, in_channels: int = 4, out_dim: int = 512):
+    net: nn.Sequential
+    out_dim: int
+
+    def __init__(self) -> None:
         super().__init__()
-        self.out_dim = out_dim
         # None: float32. torch.bfloat16: convolutions and the linear layer run under autocast
         # (weights stay float32, so Adam and the heads see float32); set by use_precision().
         self.compute_dtype: torch.dtype | None = None
-        self.net = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1),
-            nn.ReLU(),
-            nn.Flatten(),
-            nn.Linear(64 * 7 * 7, out_dim),
-            nn.ReLU(),
-        )
 
     def prepare(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` as this torso's input: scaled to [0, 1] in the compute dtype (float32 or
@@ -53,26 +46,125 @@ class NatureCNN(nn.Module):
         return h.float()
 
 
-class MLP(nn.Module):
-    """Torso for vector observations (classic control): ``[B, obs_dim]`` -> ``[B, out_dim]``."""
+def _conv_out(size: int, kernel: int, stride: int, padding: int = 0) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
 
-    def __init__(self, in_dim: int, out_dim: int = 64, hidden: int = 64):
+
+def _with_norm(
+    layer: nn.Module, shape: list[int], layer_norm: bool, activation: type[nn.Module] = nn.ReLU
+) -> list[nn.Module]:
+    """``[layer, LayerNorm(shape), activation]``, or ``[layer, activation]`` without the norm
+    (the modules, and so the parameter names, of the networks before the option)."""
+    if layer_norm:
+        return [layer, nn.LayerNorm(shape), activation()]
+    return [layer, activation()]
+
+
+class NatureCNN(ConvTorso):
+    """The Nature-DQN convolutional torso: conv(32, 8x8, /4), conv(64, 4x4, /2), conv(64, 3x3),
+    linear(out_dim), ReLU; ``[B, C, H, W]`` uint8 -> ``[B, out_dim]``.
+
+    ``input_hw`` sizes the linear layer: 84x84 (the DQN protocol) flattens 64 x 7 x 7; 64x64
+    flattens 64 x 4 x 4, which with the same convolutions costs about 0.45x the multiply-adds
+    (measured here: forward + backward 2.1-2.4x faster per sample).
+
+    ``layer_norm`` puts a LayerNorm after every convolution (over its whole ``[C, H, W]`` output,
+    as CleanRL's PQN network) and after the linear layer, each before its ReLU: what keeps PQN
+    stable without a target network. False (the default) builds exactly the network without it.
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 4,
+        out_dim: int = 512,
+        input_hw: tuple[int, int] = (84, 84),
+        layer_norm: bool = False,
+    ):
+        super().__init__()
+        self.out_dim = out_dim
+        h, w = input_hw
+        layers: list[nn.Module] = []
+        c = in_channels
+        for out_c, k, s in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            h, w = _conv_out(h, k, s), _conv_out(w, k, s)
+            if h < 1 or w < 1:
+                raise ValueError(
+                    f"NatureCNN needs frames of at least 36x36, got {input_hw[0]}x{input_hw[1]}; "
+                    "use --torso small for smaller frames"
+                )
+            layers += _with_norm(nn.Conv2d(c, out_c, k, stride=s), [out_c, h, w], layer_norm)
+            c = out_c
+        layers.append(nn.Flatten())
+        layers += _with_norm(nn.Linear(64 * h * w, out_dim), [out_dim], layer_norm)
+        self.net = nn.Sequential(*layers)
+
+
+class SmallCNN(ConvTorso):
+    """The A3C-style CPU torso: 4 x conv(32, 3x3, /2, padding 1) and ReLU, then linear(out_dim),
+    ReLU. At 42x42 frames the convolutions give 32 x 3 x 3 features; about a quarter of the Nature
+    CNN's multiply-adds per sample (forward + backward measured 2.4-2.7x faster here: small
+    convolutions use the CPU less well than the Nature CNN's). ``layer_norm``: a LayerNorm after
+    every convolution and the linear layer, before the ReLU (see :class:`NatureCNN`)."""
+
+    def __init__(
+        self,
+        in_channels: int = 4,
+        out_dim: int = 256,
+        input_hw: tuple[int, int] = (42, 42),
+        layer_norm: bool = False,
+    ):
+        super().__init__()
+        self.out_dim = out_dim
+        h, w = input_hw
+        layers: list[nn.Module] = []
+        c = in_channels
+        for _ in range(4):
+            h, w = _conv_out(h, 3, 2, 1), _conv_out(w, 3, 2, 1)
+            layers += _with_norm(nn.Conv2d(c, 32, 3, stride=2, padding=1), [32, h, w], layer_norm)
+            c = 32
+        layers.append(nn.Flatten())
+        layers += _with_norm(nn.Linear(32 * h * w, out_dim), [out_dim], layer_norm)
+        self.net = nn.Sequential(*layers)
+
+
+TORSOS = ("nature", "small")
+
+
+class MLP(nn.Module):
+    """Torso for vector observations (classic control): ``[B, obs_dim]`` -> ``[B, out_dim]``:
+    linear(hidden), Tanh, linear(out_dim), Tanh; ``layer_norm`` puts a LayerNorm after each
+    linear layer, before its Tanh."""
+
+    def __init__(self, in_dim: int, out_dim: int = 64, hidden: int = 64, layer_norm: bool = False):
         super().__init__()
         self.out_dim = out_dim
         self.net = nn.Sequential(
-            nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, out_dim), nn.Tanh()
+            *_with_norm(nn.Linear(in_dim, hidden), [hidden], layer_norm, nn.Tanh),
+            *_with_norm(nn.Linear(hidden, out_dim), [out_dim], layer_norm, nn.Tanh),
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs.float())
 
 
-def make_torso(obs_shape: tuple[int, ...], out_dim: int | None = None) -> nn.Module:
-    """NatureCNN for image stacks ``[C, 84, 84]``, MLP for flat vectors."""
+def make_torso(
+    obs_shape: tuple[int, ...],
+    out_dim: int | None = None,
+    kind: str = "nature",
+    layer_norm: bool = False,
+) -> nn.Module:
+    """An image torso for stacks ``[C, H, W]`` (``kind``: ``nature`` = :class:`NatureCNN`,
+    ``small`` = :class:`SmallCNN`), an MLP for flat vectors (``kind`` does not apply).
+    ``layer_norm``: a LayerNorm after every layer, before its activation (PQN)."""
     if len(obs_shape) == 3:
-        return NatureCNN(obs_shape[0], out_dim or 512)
+        hw = (int(obs_shape[1]), int(obs_shape[2]))
+        if kind == "nature":
+            return NatureCNN(obs_shape[0], out_dim or 512, input_hw=hw, layer_norm=layer_norm)
+        if kind == "small":
+            return SmallCNN(obs_shape[0], out_dim or 256, input_hw=hw, layer_norm=layer_norm)
+        raise ValueError(f"unknown torso {kind!r}; choose one of {', '.join(TORSOS)}")
     if len(obs_shape) == 1:
-        return MLP(obs_shape[0], out_dim or 64)
+        return MLP(obs_shape[0], out_dim or 64, layer_norm=layer_norm)
     raise ValueError(f"no torso for observation shape {obs_shape}; expected [C, H, W] or [D]")
 
 
@@ -122,9 +214,9 @@ def resolve_precision(precision: Precision, device: torch.device | str) -> torch
 
 
 def use_precision(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
-    """Run every Nature-CNN torso inside ``model`` under autocast to ``dtype`` (None: float32).
+    """Run every conv torso inside ``model`` under autocast to ``dtype`` (None: float32).
     MLP torsos stay float32 (too small to gain)."""
     for m in model.modules():
-        if isinstance(m, NatureCNN):
+        if isinstance(m, ConvTorso):
             m.compute_dtype = dtype
     return model

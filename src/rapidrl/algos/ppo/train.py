@@ -85,7 +85,7 @@ from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
 from rapidrl.config import ConfigError
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.nets.torso import resolve_precision, use_channels_last, use_precision
+from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
 from rapidrl.train import (
     Checkpointer,
     EpisodeTracker,
@@ -187,6 +187,7 @@ def env_options(cfg: PPOConfig, is_atari: bool) -> dict[str, Any]:
         clip_rewards=cfg.clip_rewards,
         noop_max=cfg.noop_max,
         sticky_actions=cfg.sticky_actions,
+        screen_size=cfg.obs_size,
     )
 
 
@@ -210,6 +211,7 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
             int(num_actions),
             hidden_size=cfg.lstm_hidden,
             sequence_mode=cfg.sequence_mode,
+            torso=make_torso(tuple(obs_shape), kind=cfg.torso),
         )
         orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
         if cfg.channels_last and len(obs_shape) == 3:
@@ -220,6 +222,7 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
         int(num_actions),
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
+        torso_kind=cfg.torso,
     )
 
 
@@ -327,6 +330,8 @@ def update_policy(
         for k in LOSS_KEYS:
             sums[k] += float(losses[k].detach())
         steps += 1
+        if cfg.kl_adaptive_lr is not None:
+            adapt_lr(opt, cfg, float(losses["approx_kl"]))
 
     def loss_of(logprob, entropy, values, old_logprob, old_values, adv, ret):
         return ppo_loss(
@@ -670,8 +675,8 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
         with StopOnInterrupt() as stop:
             while not session.should_stop(stop, c["steps"] * frame_skip):
-                # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                lr = anneal_lr(opt, cfg, c["steps"] * frame_skip)
+                # 1. Learning rate: annealed linearly to 0 over lr_anneal_frames (or KL-adaptive).
+                anneal_lr(opt, cfg, c["steps"] * frame_skip)
 
                 # 2. Rollout: num_steps x num_envs agent steps (see the module docstring for
                 #    how an asynchronous vector env's batches are assembled).
@@ -756,7 +761,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 frames = c["steps"] * frame_skip
                 if log_every.due(frames):
                     log_every.mark(frames)
-                    row = _metrics_row(c, tracker, clock, frames, lr)
+                    row = _metrics_row(c, tracker, clock, frames, lr_now(opt))
                     session.log_row(frames, row)
                     if on_log is not None and on_log(LogEvent(frames, row, run.path)):
                         session.callback_stop = True
@@ -784,9 +789,29 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         torch.set_num_threads(threads_before)
 
 
+def adapt_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, approx_kl: float) -> float:
+    """The KL-adaptive rate after one minibatch step (``cfg.kl_adaptive_lr`` = the target KL):
+    divided by 1.5 when ``approx_kl`` exceeded twice the target, multiplied by 1.5 when it was
+    below half of it, clamped to ``[lr_min, lr_max]``. Set in the optimizer; returned."""
+    target = cfg.kl_adaptive_lr
+    lr = lr_now(opt)
+    if target is None:
+        return lr
+    if approx_kl > 2.0 * target:
+        lr = max(lr / 1.5, cfg.lr_min)
+    elif approx_kl < 0.5 * target:
+        lr = min(lr * 1.5, cfg.lr_max)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
 def anneal_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, frames: int) -> float:
     """Set and return the learning rate at ``frames``: ``cfg.lr``, with ``anneal_lr`` annealed
-    linearly to 0 over ``lr_anneal_frames`` (default ``max_frames``)."""
+    linearly to 0 over ``lr_anneal_frames`` (default ``max_frames``). With ``kl_adaptive_lr``
+    the rate is the optimizer's own (see :func:`adapt_lr`): returned unchanged."""
+    if cfg.kl_adaptive_lr is not None:
+        return lr_now(opt)
     lr = cfg.lr
     if cfg.anneal_lr:
         lr = cfg.lr * max(0.0, 1.0 - frames / (cfg.lr_anneal_frames or cfg.max_frames))
