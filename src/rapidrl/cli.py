@@ -13,12 +13,14 @@ commands:
   train rainbow  the same with the rainbow preset
   train ppo      PPO (--preset ppo|fast|cartpole)
   train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)
+  train pqn      PQN: online Q(lambda), no replay, no target net (--preset fast|pqn|cartpole)
   eval RUN_DIR   play a trained agent: scores, optional --video out.mp4
   bench envs     steps/s of every vector backend and layout vs gymnasium's and ale_py's
                  (--autotune stores the fastest layout for backend='auto')
   bench dqn      the DQN speed-up ladder (k steps per update, actor process, vector env)
   bench lstm     PPO-LSTM training phase: step-by-step loop vs packed sequences (time, memory)
   bench ray      sampler throughput vs Ray workers on a local cluster
+  bench solve    minutes and frames to solve a game, several seeds one after the other
   envs           list the env ids and aliases rapidrl knows
 
 Run 'rapidrl COMMAND --help' for the options of a command.
@@ -63,11 +65,13 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("train", "rainbow"): _lazy("rapidrl.algos.dqn.train:main_rainbow"),
     ("train", "ppo"): _lazy("rapidrl.algos.ppo.train:main_ppo"),
     ("train", "ppo-lstm"): _lazy("rapidrl.algos.ppo.train:main_ppo_lstm"),
+    ("train", "pqn"): _lazy("rapidrl.algos.pqn.train:main_pqn"),
     ("eval",): _lazy("rapidrl.algos.eval:main"),
     ("bench", "envs"): _bench_envs,
     ("bench", "dqn"): _lazy("rapidrl.bench.dqn:main"),
     ("bench", "lstm"): _lazy("rapidrl.bench.lstm:main"),
     ("bench", "ray"): _lazy("rapidrl.bench.ray:main"),
+    ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),
     ("envs",): _envs,
 }
 

@@ -38,6 +38,7 @@ __all__ = ["EvalConfig", "evaluate", "main", "policy_loaders", "register_policy_
 _LOADERS: dict[str, Callable | str] = {
     "dqn": "rapidrl.algos.dqn.train:eval_policy",
     "ppo": "rapidrl.algos.ppo.train:eval_policy",
+    "pqn": "rapidrl.algos.pqn.train:eval_policy",
 }
 
 

@@ -1,9 +1,10 @@
-"""Q-networks for the DQN family: plain, dueling, noisy, distributional (C51), by flags.
+"""Q-networks for the DQN family and PQN: plain, dueling, noisy, distributional (C51), by flags.
 
 ``QNetwork`` = ``make_torso(obs_shape)`` (Nature CNN for ``[C, 84, 84]`` uint8 stacks, MLP for flat
 vectors) followed by a head. Every combination of ``dueling``, ``noisy`` and ``distributional``
 works; all three on is the Rainbow network (its torso layer stays deterministic: noise lives in
-the head, including the optional ``head_hidden`` layer).
+the head, including the optional ``head_hidden`` layer). PQN's network is the plain head on a
+torso with ``layer_norm`` (a LayerNorm after every torso layer), any ``torso_kind``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rapidrl.nets.torso import make_torso, use_precision
+from rapidrl.nets.torso import ConvTorso, make_torso, use_precision
 
 __all__ = ["NoisyLinear", "QNetwork"]
 
@@ -84,6 +85,9 @@ class QNetwork(nn.Module):
         sigma0: initial noise scale of ``NoisyLinear``.
         compute_dtype: run the conv torso under autocast to this dtype (``torch.bfloat16``; see
             :func:`rapidrl.nets.torso.resolve_precision`); None: float32.
+        torso_kind: the image torso, ``nature`` or ``small`` (see
+            :func:`rapidrl.nets.torso.make_torso`; ignored for flat observations).
+        layer_norm: a LayerNorm after every torso layer, before its activation (PQN).
 
     ``forward(obs)`` returns Q-values ``[B, A]``. ``forward_dist(obs)`` returns ``(q, log_probs)``
     with ``log_probs [B, A, num_atoms]`` (distributional only); ``q = sum_z p(z) z``.
@@ -104,6 +108,8 @@ class QNetwork(nn.Module):
         channels_last: bool = False,
         sigma0: float = 0.5,
         compute_dtype: torch.dtype | None = None,
+        torso_kind: str = "nature",
+        layer_norm: bool = False,
     ):
         super().__init__()
         if distributional and (num_atoms < 2 or not v_min < v_max):
@@ -117,7 +123,7 @@ class QNetwork(nn.Module):
         self.distributional = distributional
         self.num_atoms = int(num_atoms) if distributional else 1
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
-        self.torso = make_torso(self.obs_shape)
+        self.torso = make_torso(self.obs_shape, kind=torso_kind, layer_norm=layer_norm)
         feat = self.torso.out_dim
 
         def linear(i: int, o: int) -> nn.Module:
@@ -143,6 +149,14 @@ class QNetwork(nn.Module):
         for m in self.modules():
             if isinstance(m, NoisyLinear):
                 m.reset_noise(generator)
+
+    def prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` as the torso takes it (channels-last, scaled to [0, 1] in the compute dtype, for
+        a conv torso); ``forward`` on the result equals ``forward`` on ``obs``. A batch read
+        several times (PQN's epochs) is converted once instead of once per minibatch."""
+        if self.channels_last and obs.dim() == 4:
+            obs = obs.contiguous(memory_format=torch.channels_last)
+        return self.torso.prepare(obs) if isinstance(self.torso, ConvTorso) else obs
 
     def _logits(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, A, num_atoms]``: per-atom logits (distributional) or Q-values (``num_atoms=1``)."""

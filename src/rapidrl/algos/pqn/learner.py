@@ -1,0 +1,357 @@
+"""The PQN learner: everything a training loop (the local one in :mod:`rapidrl.algos.pqn.train`,
+a future Ray one) shares besides collecting the rollout.
+
+:class:`Learner` holds the Q-network (LayerNorm after every layer), RAdam, the exploration and
+minibatch generators, the counters, the row/checkpoint cadences, the episode tracker and the run
+clock. It acts epsilon-greedily (:meth:`Learner.act`), gives the max-Q of observations for the
+bootstraps (:meth:`Learner.max_q`), turns a rollout into Q(lambda) targets
+(:func:`rollout_targets`), trains on it (:meth:`Learner.train_on_rollout`: ``epochs`` passes of
+``minibatches`` MSE steps), writes metrics rows and checkpoints, and restores all of it from the
+newest checkpoint (:meth:`Learner.start`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rapidrl.algos.dqn.train import linear_schedule
+from rapidrl.algos.pqn.config import PQNConfig
+from rapidrl.algos.pqn.returns import q_lambda_returns
+from rapidrl.nets.actor_critic import orthogonal_init
+from rapidrl.nets.q import QNetwork
+from rapidrl.nets.torso import resolve_precision
+from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
+from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+from rapidrl.train.loop import Every, atari_env_options
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "RESUME_IGNORE_FIELDS",
+    "Learner",
+    "env_options",
+    "epsilon_at",
+    "lr_at",
+    "make_pqn_network",
+    "num_threads",
+    "rollout_targets",
+]
+
+# Fields that may change on resume without changing what the checkpoint means.
+RESUME_IGNORE_FIELDS = (
+    *DEFAULT_IGNORE_FIELDS,
+    "max_minutes",
+    "backend",
+    "num_workers",
+    "act_threads",
+    "tensorboard",
+    "score_window",
+)
+
+LOSS_KEYS = ("td_loss", "q_mean")
+METRIC_COLUMNS = (
+    "length_mean_100",
+    "return_best_mean_100",
+    *LOSS_KEYS,
+    "epsilon",
+    "lr",
+    "steps",
+    "updates",
+    "grad_steps",
+    "rollout_s",
+    "update_s",
+)
+
+# Convert a rollout's frames once for all epochs when it holds at most this many elements
+# (512 MB as float32: 4,096 stacks of 4 x 84 x 84, the paper's rollout, fit).
+_PREPARE_MAX_ELEMENTS = 2**27
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces: env options, the network, the schedules, the targets
+# --------------------------------------------------------------------------------------------
+def env_options(cfg: PQNConfig, is_atari: bool) -> dict[str, Any]:
+    """The ``make_env`` options of this config (the Atari switches apply to Atari ids only)."""
+    return atari_env_options(
+        is_atari,
+        episodic_life=cfg.episodic_life,
+        clip_rewards=cfg.clip_rewards,
+        noop_max=cfg.noop_max,
+        sticky_actions=cfg.sticky_actions,
+        screen_size=cfg.obs_size,
+    )
+
+
+def make_pqn_network(
+    cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device | str = "cpu"
+) -> QNetwork:
+    """PQN's Q-network: the config's torso with a LayerNorm after every layer, then a linear layer
+    to the actions; CleanRL's initialization (orthogonal weights with gain sqrt(2) everywhere,
+    zero biases). For ``device`` (which decides ``precision="auto"``; not moved there)."""
+    net = QNetwork(
+        tuple(obs_shape),
+        int(n_actions),
+        torso_kind=cfg.torso,
+        layer_norm=True,
+        channels_last=cfg.channels_last,
+        compute_dtype=resolve_precision(cfg.precision, device),
+    )
+    # Initialized in the contiguous layout (orthogonal_ writes through a view that a
+    # channels-last conv weight does not allow), then back to channels-last.
+    orthogonal_init(net.to(memory_format=torch.contiguous_format))
+    if net.channels_last:
+        net.to(memory_format=torch.channels_last)
+    return net
+
+
+def schedule_frames(cfg: PQNConfig) -> int:
+    """The frames the learning-rate and epsilon schedules span."""
+    return cfg.schedule_frames or cfg.max_frames
+
+
+def epsilon_at(cfg: PQNConfig, frames: int) -> float:
+    """Epsilon at ``frames``: ``start_e`` -> ``end_e`` linearly over ``exploration_fraction`` of
+    the schedule, then ``end_e``."""
+    duration = round(cfg.exploration_fraction * schedule_frames(cfg))
+    return linear_schedule(cfg.start_e, cfg.end_e, duration, frames)
+
+
+def lr_at(cfg: PQNConfig, frames: int) -> float:
+    """The learning rate at ``frames``: ``lr``, annealed linearly to 0 over the schedule with
+    ``anneal_lr``."""
+    if not cfg.anneal_lr:
+        return cfg.lr
+    return cfg.lr * max(0.0, 1.0 - frames / schedule_frames(cfg))
+
+
+def rollout_targets(
+    rewards: torch.Tensor,
+    max_q: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    trunc_max_q: torch.Tensor,
+    boot_max_q: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """Q(lambda) targets ``[T, N]`` of one synchronous rollout.
+
+    ``max_q[t]``: the max-Q of the observation acted on at ``t`` (recorded when acting);
+    ``trunc_max_q[t]``: the max-Q of ``infos["final_obs"]`` where ``truncated[t]``;
+    ``boot_max_q [N]``: the max-Q of the observation each env holds after the rollout. So
+    ``next_max_q[t]`` is ``max_q[t + 1]``, ``boot_max_q`` at the last step, ``trunc_max_q`` at a
+    time limit; time limits and the last step end the lambda-trace (see
+    :func:`rapidrl.algos.pqn.returns.q_lambda_returns`).
+    """
+    next_max_q = torch.cat([max_q[1:], boot_max_q[None].to(max_q.dtype)])
+    next_max_q = torch.where(truncated, trunc_max_q, next_max_q)
+    cut = truncated.clone()
+    cut[-1] = True
+    return q_lambda_returns(rewards, next_max_q, terminated, cut, gamma, lam)
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Torch runs on ``n`` threads inside the block (acting: 1 thread; see ``act_threads``)."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)
+
+
+def _seed_of(*keys: int) -> int:
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
+
+
+def _zero_acc() -> dict[str, float]:
+    acc = dict.fromkeys(LOSS_KEYS, 0.0)
+    acc.update(n=0, rollout_s=0.0, update_s=0.0)
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# The learner
+# --------------------------------------------------------------------------------------------
+class Learner:
+    """PQN's learner-side state and steps (see the module docstring).
+
+    Build it after ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's
+    global generator), then call :meth:`start` once with the run directory: fresh counters, or
+    everything restored from the newest checkpoint.
+    """
+
+    def __init__(
+        self, cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
+    ):
+        self.cfg, self.device, self.n_actions = cfg, torch.device(device), int(n_actions)
+        self.net = make_pqn_network(cfg, obs_shape, n_actions, self.device).to(self.device)
+        self.opt = torch.optim.RAdam(self.net.parameters(), lr=cfg.lr)
+        # One generator per consumer: exploration draws on the acting device, shuffles on the CPU.
+        self.act_gen = torch.Generator(device=self.device).manual_seed(_seed_of(cfg.seed, 1))
+        self.mb_gen = torch.Generator().manual_seed(_seed_of(cfg.seed, 2))
+        self.c: dict[str, Any] = {
+            "steps": 0,  # agent steps, all envs
+            "updates": 0,  # rollouts collected and trained on
+            "grad_steps": 0,
+            "acc": _zero_acc(),  # sums since the last metrics row
+        }
+        self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
+        self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
+        self.tracker = EpisodeTracker(None, window=cfg.score_window)
+        self.clock = RunClock()
+        self.checkpointer: Checkpointer | None = None
+
+    # --- run state ------------------------------------------------------------------------
+    def start(
+        self, run: RunDir, *, stop_score: float | None, resuming: bool, frame_skip: int = 1
+    ) -> None:
+        """Attach the run's checkpoints; when ``resuming``, restore everything from the newest
+        one (weights, RAdam, counters, cadences, tracker, clock, every RNG and generator)."""
+        self.checkpointer = Checkpointer(
+            run.checkpoints,
+            algo="pqn",
+            config=self.cfg,
+            keep=self.cfg.keep_checkpoints,
+            ignore_fields=RESUME_IGNORE_FIELDS,
+        )
+        if resuming:
+            state = self.checkpointer.load_latest()  # on the CPU: generator states stay there
+            state.restore(net=self.net, optim=self.opt, tracker=self.tracker, clock=self.clock)
+            c = copy.deepcopy(state.state["counters"])
+            self.log_every.load_state_dict(c.pop("log_every"))
+            self.ckpt_every.load_state_dict(c.pop("ckpt_every"))
+            self.c.update(c)
+            self.act_gen.set_state(state.state["generators"]["act"])
+            self.mb_gen.set_state(state.state["generators"]["minibatch"])
+            state.restore_rng()
+            frames = self.c["steps"] * frame_skip
+            print(f"resumed {run.path} at {frames:,} frames", file=sys.stderr)
+        self.tracker.stop_at_score = stop_score
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a PQN checkpoint holds (the global RNGs are added by the Checkpointer)."""
+        counters = copy.deepcopy(self.c)
+        counters["log_every"] = self.log_every.state_dict()
+        counters["ckpt_every"] = self.ckpt_every.state_dict()
+        return {
+            "net": self.net,
+            "optim": self.opt,
+            "tracker": self.tracker,
+            "clock": self.clock,
+            "counters": counters,
+            "generators": {"act": self.act_gen.get_state(), "minibatch": self.mb_gen.get_state()},
+        }
+
+    def save(self, frames: int) -> None:
+        """An atomic checkpoint at ``frames``."""
+        assert self.checkpointer is not None, "start() first"
+        self.checkpointer.save(frames, self.checkpoint_state())
+
+    # --- acting ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Epsilon-greedy actions for a batch of observations, and their max-Q (the bootstrap
+        value of these observations): ``(actions [B] int64, max_q [B])``."""
+        max_q, greedy = self.net(obs).max(dim=1)
+        b = greedy.shape[0]
+        explore = torch.rand(b, generator=self.act_gen, device=self.device) < epsilon
+        random = torch.randint(self.n_actions, (b,), generator=self.act_gen, device=self.device)
+        return torch.where(explore, random, greedy), max_q
+
+    @torch.no_grad()
+    def max_q(self, obs: torch.Tensor) -> torch.Tensor:
+        """``max_a Q(obs, a)`` ``[B]`` of the current network."""
+        return self.net(obs).max(dim=1).values
+
+    # --- learning -------------------------------------------------------------------------
+    def set_lr(self, frames: int) -> float:
+        """Set and return the (annealed) learning rate at ``frames``."""
+        lr = lr_at(self.cfg, frames)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def update(
+        self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor
+    ) -> dict[str, float]:
+        """``epochs`` passes of ``minibatches`` steps of MSE between ``Q(obs, actions)`` and
+        ``returns`` over one flattened rollout (``obs [n, ...]``, ``actions [n]``, ``returns
+        [n]``); return the mean ``td_loss`` and ``q_mean`` (Q of the taken actions) over the steps
+        and ``grad_steps``."""
+        cfg, net = self.cfg, self.net
+        n = obs.shape[0]
+        if obs.numel() <= _PREPARE_MAX_ELEMENTS:  # convert the frames once, not per minibatch
+            obs = net.prepare(obs)
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        steps = 0
+        for _epoch in range(cfg.epochs):
+            perm = torch.randperm(n, generator=self.mb_gen).to(self.device)
+            for idx in perm.tensor_split(cfg.minibatches):
+                q = net(obs[idx]).gather(1, actions[idx, None]).squeeze(1)
+                loss = F.mse_loss(q, returns[idx])
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.max_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                self.opt.step()
+                sums += torch.stack([loss.detach(), q.detach().mean()]).double()
+                steps += 1
+        td_loss, q_mean = (sums / max(steps, 1)).tolist()
+        return {"td_loss": td_loss, "q_mean": q_mean, "grad_steps": steps}
+
+    def train_on_rollout(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        returns: torch.Tensor,
+        *,
+        rollout_s: float,
+        t_start: float,
+    ) -> dict[str, float]:
+        """The update on a ``[T, N]`` rollout and its targets, and the counters and metric sums
+        (``update_s`` is measured from ``t_start``, the end of the rollout)."""
+        stats = self.update(
+            obs.reshape(-1, *obs.shape[2:]), actions.reshape(-1), returns.reshape(-1)
+        )
+        c, acc = self.c, self.c["acc"]
+        c["updates"] += 1
+        c["grad_steps"] += stats["grad_steps"]
+        for k in LOSS_KEYS:
+            acc[k] += stats[k]
+        acc["n"] += 1
+        acc["rollout_s"] += rollout_s
+        acc["update_s"] += time.perf_counter() - t_start
+        return stats
+
+    # --- metrics --------------------------------------------------------------------------
+    def metrics_row(self, frames: int) -> dict[str, Any]:
+        """One metrics row at ``frames`` (means since the previous row); resets the sums."""
+        acc, n = self.c["acc"], self.c["acc"]["n"]
+        row = {
+            "seconds": self.clock.seconds,
+            "fps": self.clock.fps(frames),
+            **self.tracker.metrics(),
+            **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
+            "epsilon": epsilon_at(self.cfg, frames),
+            "lr": float(self.opt.param_groups[0]["lr"]),
+            "steps": self.c["steps"],
+            "updates": self.c["updates"],
+            "grad_steps": self.c["grad_steps"],
+            "rollout_s": acc["rollout_s"] / n if n else math.nan,
+            "update_s": acc["update_s"] / n if n else math.nan,
+        }
+        self.c["acc"] = _zero_acc()
+        return row

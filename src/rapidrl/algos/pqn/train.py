@@ -1,0 +1,279 @@
+"""The PQN trainer: ``train(cfg) -> summary``; reads top to bottom like CleanRL's
+``pqn_atari_envpool.py``.
+
+Each update: (1) set the annealed learning rate; (2) collect a rollout of ``num_steps x
+num_envs`` agent steps, epsilon-greedy, recording each observation's max-Q as it is acted on;
+(3) Q(lambda) targets over the rollout with the current network
+(:func:`rapidrl.algos.pqn.learner.rollout_targets`); (4) ``epochs`` passes of ``minibatches`` MSE
+steps (:meth:`Learner.train_on_rollout`); (5) log, checkpoint, check the stop conditions (solved,
+max_frames, max_minutes, Ctrl-C). The network, optimizer, counters and checkpoints live in
+:class:`rapidrl.algos.pqn.learner.Learner`.
+
+Rollout layout and truncation
+-----------------------------
+Time-major buffers ``[T, N]``, as PPO's. With the same-step autoreset of the vector API the
+observation returned by a step that ended an episode is already the next episode's first one, so
+where ``truncated`` (a time limit) the trainer evaluates the max-Q of ``infos["final_obs"]`` right
+away and the target bootstraps from it; where ``terminated`` nothing is bootstrapped. The
+rollout's last step bootstraps from the max-Q of the observation each env holds after it. Every
+env steps on every step: a first-ready vector env (``backend async``) is stepped batch by batch
+until all envs have stepped (:func:`step_all`).
+
+Resume (``--resume RUN_DIR``) -- what is exact and what is not
+--------------------------------------------------------------
+Checkpoints are taken between updates. Exact: the network, the RAdam state, the counters (so
+the epsilon and learning-rate schedules), the episode window and best mean, the training clock,
+the metric accumulators and every RNG (Python, NumPy, torch, the exploration and minibatch
+generators). Not exact: the envs, whose emulator state is not saved: on resume they restart from
+seeds derived from the step counter (fresh episodes). So a stopped run's checkpoint equals the
+uninterrupted run's at the same frame bit for bit (CPU, same thread count), resuming the same
+checkpoint twice gives the same run, and after the checkpoint the resumed run plays other
+episodes than the uninterrupted one would have. The schedules follow ``schedule_frames``
+(default ``max_frames``): resuming with a larger ``max_frames`` stretches them unless
+``schedule_frames`` is set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rapidrl.algos.pqn.config import PRESETS, PQNConfig
+from rapidrl.algos.pqn.learner import (
+    METRIC_COLUMNS,
+    Learner,
+    env_options,
+    epsilon_at,
+    make_pqn_network,
+    num_threads,
+    rollout_targets,
+)
+from rapidrl.config import ConfigError
+from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
+from rapidrl.train.loop import (
+    RunSession,
+    cpu_count,
+    parse_with_resume,
+    resolve_device,
+    resolve_stop_score,
+    restart_env_seed,
+    run_from_cli,
+)
+
+__all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
+
+
+@dataclass
+class LogEvent:
+    """What ``train(..., on_log=fn)`` hands ``fn`` after every metrics row; ``fn`` returning True
+    stops the run like Ctrl-C (checkpoint, summary)."""
+
+    frames: int
+    row: dict[str, Any]
+    run_dir: Path
+
+
+def step_all(envs, actions: np.ndarray):
+    """One step of every env: ``(obs, rewards, terminated, truncated, infos)`` in env-id order.
+    A synchronous vector env takes ``step``; a first-ready one gets every action, then returns
+    batches until each env has come back once, merged here."""
+    n = envs.num_envs
+    if envs.batch_size == n:
+        return envs.step(actions)
+    envs.send(actions, np.arange(n))
+    obs = np.empty((n, *envs.obs_shape), dtype=envs.obs_dtype)
+    rewards = np.zeros(n, np.float64)
+    terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+    infos: dict[str, np.ndarray] = {
+        "env_id": np.arange(n),
+        "final_obs": np.zeros_like(obs),
+        "episode_end": np.zeros(n, bool),
+        "episode_return": np.zeros(n, np.float64),
+        "episode_length": np.zeros(n, np.int64),
+    }
+    for _ in range(n // envs.batch_size):
+        o, r, te, tr, info, ids = envs.recv()
+        obs[ids], rewards[ids], terminated[ids], truncated[ids] = o, r, te, tr
+        for k in ("final_obs", "episode_end", "episode_return", "episode_length"):
+            infos[k][ids] = info[k]
+    return obs, rewards, terminated, truncated, infos
+
+
+def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
+    """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
+    from rapidrl.envs import make_env, resolve_env
+    from rapidrl.vector import make_vec
+
+    cfg.validate()
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
+    stop_score = resolve_stop_score(cfg.stop_at_score, info)
+    resuming = cfg.resume is not None
+    run = RunDir.create(cfg.resume or cfg.run_dir, algo="pqn", env_id=info.env_id, resume=resuming)
+    run.save_config(cfg)
+    device = resolve_device(cfg.device)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(cfg.torch_threads or cpu_count())
+    seed_everything(cfg.seed)
+
+    # Spaces from one probe env; the learner (network, RAdam, generators, counters) from them.
+    probe = make_env(cfg.env, **options)
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
+    if not hasattr(act_space, "n"):
+        raise ConfigError(f"PQN needs a discrete action space; {cfg.env} has {act_space}")
+    obs_shape = tuple(obs_space.shape)
+    lrn = Learner(cfg, obs_shape, int(act_space.n), device)
+    lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+    c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
+
+    backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
+    session = RunSession(
+        run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=tracker, clock=clock,
+        stop_score=stop_score,
+    )  # fmt: skip
+    envs = None
+    try:
+        try:
+            envs = make_vec(
+                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        N, T = cfg.num_envs, cfg.num_steps
+        next_obs, _ = envs.reset(seed=restart_env_seed(cfg.seed, c["steps"]))
+
+        # Rollout buffers, time-major [T, N].
+        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
+        obs_buf = torch.zeros((T, N, *obs_shape), dtype=obs_dtype, device=device)
+        actions_buf = torch.zeros((T, N), dtype=torch.long, device=device)
+        rewards_buf = torch.zeros((T, N), device=device)
+        term_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
+        trunc_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
+        max_q_buf = torch.zeros((T, N), device=device)  # max-Q of obs[t], recorded when acting
+        trunc_q = torch.zeros((T, N), device=device)  # max-Q of final_obs where truncated
+
+        session.open(
+            columns=METRIC_COLUMNS, frames=c["steps"] * frame_skip, desc=f"pqn {info.env_id}"
+        )
+        with StopOnInterrupt() as stop:
+            while not session.should_stop(stop, c["steps"] * frame_skip):
+                # 1. Learning rate: annealed linearly to 0 over schedule_frames.
+                lrn.set_lr(c["steps"] * frame_skip)
+
+                # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps, on act_threads.
+                t0 = time.perf_counter()
+                with num_threads(cfg.act_threads or 1):
+                    for t in range(T):
+                        obs = torch.as_tensor(next_obs, device=device)
+                        eps = epsilon_at(cfg, c["steps"] * frame_skip)
+                        actions, max_q = lrn.act(obs, eps)
+                        obs_buf[t], actions_buf[t], max_q_buf[t] = obs, actions, max_q
+                        next_obs, rewards, terminated, truncated, infos = step_all(
+                            envs, actions.cpu().numpy()
+                        )
+                        rewards_buf[t] = (
+                            torch.as_tensor(rewards, device=device).float() * cfg.reward_scale
+                        )
+                        term_buf[t] = torch.as_tensor(terminated, device=device)
+                        trunc_buf[t] = torch.as_tensor(truncated, device=device)
+                        # A time limit: bootstrap from the max-Q of the episode's last obs.
+                        cut = truncated & ~terminated
+                        if cut.any():
+                            final = torch.as_tensor(infos["final_obs"][cut], device=device)
+                            trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
+                        c["steps"] += N
+                        frames = c["steps"] * frame_skip
+                        tracker.update(infos, frames, clock.seconds)
+                        session.bar.update(frames, tracker, upd=c["updates"], eps=eps)
+                rollout_s = time.perf_counter() - t0
+
+                # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
+                t1 = time.perf_counter()
+                boot = lrn.max_q(torch.as_tensor(next_obs, device=device))
+                returns = rollout_targets(
+                    rewards_buf, max_q_buf, term_buf, trunc_buf, trunc_q, boot, cfg.gamma,
+                    cfg.q_lambda,
+                )  # fmt: skip
+
+                # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
+                lrn.train_on_rollout(obs_buf, actions_buf, returns, rollout_s=rollout_s, t_start=t1)
+
+                # 5. Metrics row and checkpoint, by seconds and/or frames.
+                frames = c["steps"] * frame_skip
+                if lrn.log_every.due(frames):
+                    lrn.log_every.mark(frames)
+                    row = lrn.metrics_row(frames)
+                    session.log_row(frames, row)
+                    if on_log is not None and on_log(LogEvent(frames, row, run.path)):
+                        session.callback_stop = True
+                if lrn.ckpt_every.due(frames):
+                    lrn.ckpt_every.mark(frames)
+                    lrn.save(frames)
+
+        # The end: a last checkpoint and row, the summary and the learning curve.
+        frames = c["steps"] * frame_skip
+        lrn.save(frames)
+        if frames != session.last_row_frames:
+            session.log_row(frames, lrn.metrics_row(frames))
+        return session.finish(
+            frames,
+            steps=c["steps"],
+            updates=c["updates"],
+            grad_steps=c["grad_steps"],
+            title=f"PQN {info.env_id}",
+        )
+    finally:
+        session.close()
+        if envs is not None:
+            envs.close()
+        torch.set_num_threads(threads_before)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation: the PQN policy loader of ``rapidrl eval``
+# --------------------------------------------------------------------------------------------
+def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
+    """``rapidrl eval`` loader: the greedy (argmax-Q) policy of a PQN checkpoint.
+
+    Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``.
+    """
+    from rapidrl.envs import make_env, resolve_env
+
+    cfg = config_from_dict(PQNConfig, config)
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    probe = make_env(cfg.env, **options)
+    obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
+    probe.close()
+    net = make_pqn_network(cfg, obs_shape, n_actions, device).to(device)
+    net.load_state_dict(ckpt.state["net"])
+    net.eval()
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return net(torch.as_tensor(np.asarray(obs), device=device)).argmax(1).cpu().numpy()
+
+    return act, cfg.env, options
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: rapidrl train pqn
+# --------------------------------------------------------------------------------------------
+def parse_pqn_args(argv: Sequence[str], prog: str = "rapidrl train pqn") -> PQNConfig:
+    """``--preset NAME`` + field flags -> ``PQNConfig``; ``--resume RUN_DIR`` takes the run's own
+    config as the defaults."""
+    return parse_with_resume(PQNConfig, PRESETS, argv, prog=prog, default_preset="fast", algo="pqn")
+
+
+def main_pqn(argv: Sequence[str]) -> int:
+    """``rapidrl train pqn [--preset fast|pqn|cartpole] [--FIELD VALUE ...]`` (default: fast)."""
+    prog = "rapidrl train pqn"
+    return run_from_cli(train, parse_pqn_args(argv, prog), prog)

@@ -1,0 +1,346 @@
+"""``rapidrl bench solve``: wall time and frames to solve a game, over several seeds.
+
+Runs ``rapidrl train ALGO --preset PRESET --env ENV --seed S`` for each seed, one after the other
+(each alone on the machine: a second run beside it would halve its speed), each in its own
+process with a wall-clock limit, and writes into ``--out-dir``:
+
+- ``seed-S/``: each run's own directory (``summary.json``, ``metrics.csv``, checkpoints, ...);
+- ``solve.json``: per seed solved / minutes / frames to solve, frames/s, the best mean, the time
+  split between rollout and update where the trainer logs it; the median and the spread; the
+  command line; the CPU (:mod:`rapidrl.hardware`);
+- ``solve.md``: the same as a table, ready for a README;
+- ``solve.png``: every seed's ``return_mean_100`` against wall-clock minutes and against frames.
+
+A seed that does not solve within ``--max-minutes`` counts as not solved (its time is reported
+as "> budget"); the median is then over all seeds with unsolved ones as +inf (a median of
+"> budget" says so). Extra arguments after ``--`` go to the trainer as they are, e.g.
+``rapidrl bench solve --algo ppo --preset fast --seeds 1,2,3 -- --obs-size 64``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rapidrl.config import ConfigError
+from rapidrl.hardware import describe, hardware_record
+
+__all__ = ["BenchSolveConfig", "main", "run_seed", "summarize", "format_table"]
+
+ALGOS = ("ppo", "ppo-lstm", "dqn", "rainbow", "pqn")
+
+
+@dataclass(frozen=True)
+class BenchSolveConfig:
+    """Train an algorithm/preset on a game for several seeds, one at a time, to its stop score
+    or a time budget; write the table (median and spread of minutes and frames to solve,
+    frames/s, CPU) and one plot of all curves against wall time and frames."""
+
+    algo: Literal["ppo", "ppo-lstm", "dqn", "rainbow", "pqn"] = "ppo"
+    """The trainer: rapidrl train ALGO."""
+    preset: str = "fast"
+    """Its preset (--preset)."""
+    env: str = "pong"
+    """Env id or alias."""
+    seeds: str = "1,2,3"
+    """Comma-separated seeds, run one after the other."""
+    max_minutes: float = 45.0
+    """Wall-clock budget of each run (the trainer's --max-minutes); a run that has not solved by
+    then counts as not solved."""
+    max_frames: int | None = None
+    """Frame budget of each run (the trainer's --max-frames); None: the preset's."""
+    out_dir: str = "bench_out/solve"
+    """Where the runs, solve.json, solve.md and solve.png go."""
+    grace_minutes: float = 5.0
+    """A run still alive this long after its budget (a hang: the trainer stops itself at the
+    budget) is killed and reported as failed."""
+
+    def validate(self) -> None:
+        seeds = self.seed_list()
+        if not seeds:
+            raise ConfigError("--seeds needs at least one seed, e.g. --seeds 1,2,3")
+        if len(set(seeds)) != len(seeds):
+            raise ConfigError(f"--seeds has a seed twice: {self.seeds}")
+        if self.max_minutes <= 0:
+            raise ConfigError(f"--max-minutes must be > 0, got {self.max_minutes}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise ConfigError(f"--max-frames must be >= 1 or None, got {self.max_frames}")
+        if self.grace_minutes <= 0:
+            raise ConfigError(f"--grace-minutes must be > 0, got {self.grace_minutes}")
+
+    def seed_list(self) -> list[int]:
+        try:
+            return [int(s) for s in self.seeds.split(",") if s.strip()]
+        except ValueError as exc:
+            raise ConfigError(
+                f"--seeds must be comma-separated integers, e.g. 1,2,3; got {self.seeds!r}"
+            ) from exc
+
+
+def train_command(b: BenchSolveConfig, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
+    """The trainer's command line for one seed (run with this Python)."""
+    cmd = [sys.executable, "-m", "rapidrl.cli", "train", b.algo, "--preset", b.preset]
+    cmd += ["--env", b.env, "--seed", str(seed), "--run-dir", str(run_dir)]
+    cmd += ["--max-minutes", str(b.max_minutes), "--no-progress"]
+    if b.max_frames is not None:
+        cmd += ["--max-frames", str(b.max_frames)]
+    return cmd + list(extra)
+
+
+def run_seed(
+    b: BenchSolveConfig, seed: int, extra: Sequence[str] = (), out_dir: Path | None = None
+) -> dict[str, Any]:
+    """Train one seed in a child process (time limit: budget + grace) and return its record:
+    the summary's numbers, or ``failed`` with the reason and the log's tail."""
+    out_dir = Path(out_dir or b.out_dir)
+    run_dir = out_dir / f"seed-{seed}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(
+            f"{run_dir} exists and is not empty: choose another --out-dir or remove it (a bench "
+            "never mixes a new run with an old one)"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = train_command(b, seed, run_dir, extra)
+    log_path = out_dir / f"seed-{seed}.log"
+    limit = 60.0 * (b.max_minutes + b.grace_minutes) + 120.0  # + start-up
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            rc = None
+        except KeyboardInterrupt:  # the trainer got the Ctrl-C too: let it checkpoint
+            proc.wait(timeout=60)
+            raise
+    record: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "command": cmd}
+    record["wall_seconds"] = time.monotonic() - t0
+    summary_path = run_dir / "summary.json"
+    if rc != 0 or not summary_path.exists():
+        tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+        why = "killed after the time limit" if rc is None else f"exit code {rc}"
+        record.update(failed=why, log_tail=tail)
+        return record
+    summary = json.loads(summary_path.read_text())
+    record.update(
+        solved=bool(summary.get("solved")),
+        seconds_to_solve=summary.get("seconds_to_solve"),
+        frames_to_solve=summary.get("frames_to_solve"),
+        frames=summary.get("frames"),
+        seconds=summary.get("seconds"),
+        best_return_mean_100=summary.get("best_return_mean_100"),
+        frames_per_second=summary.get("frames_per_second"),
+        stop_reason=summary.get("stop_reason"),
+        **_time_split(run_dir / "metrics.csv"),
+    )
+    return record
+
+
+def _time_split(metrics_csv: Path) -> dict[str, float]:
+    """Mean seconds per update in the rollout and in the update phase (PPO/PQN columns)."""
+    from rapidrl.train import read_metrics
+
+    if not metrics_csv.exists():
+        return {}
+    _, rows = read_metrics(str(metrics_csv))
+    out = {}
+    for key in ("rollout_s", "update_s"):
+        vals = [float(r[key]) for r in rows if r.get(key) not in (None, "", "nan")]
+        vals = [v for v in vals if math.isfinite(v)]
+        if vals:
+            out[f"mean_{key}"] = sum(vals) / len(vals)
+    return out
+
+
+def _median_and_range(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(records: list[dict[str, Any]], budget_minutes: float) -> dict[str, Any]:
+    """Median and spread over the seeds; unsolved seeds count as +inf minutes/frames."""
+    done = [r for r in records if "failed" not in r]
+    inf = math.inf
+    minutes = [
+        (r["seconds_to_solve"] / 60.0) if r.get("solved") and r.get("seconds_to_solve") else inf
+        for r in done
+    ]
+    frames = [
+        float(r["frames_to_solve"]) if r.get("solved") and r.get("frames_to_solve") else inf
+        for r in done
+    ]
+    fps = [float(r["frames_per_second"]) for r in done if r.get("frames_per_second")]
+    return {
+        "seeds": len(records),
+        "solved": sum(bool(r.get("solved")) for r in done),
+        "failed": len(records) - len(done),
+        "minutes_to_solve": _median_and_range(minutes),
+        "frames_to_solve": _median_and_range(frames),
+        "frames_per_second": _median_and_range(fps),
+        "budget_minutes": budget_minutes,
+    }
+
+
+def _fmt_minutes(x: float, budget: float) -> str:
+    return f"> {budget:g}" if math.isinf(x) else f"{x:.1f}"
+
+
+def _fmt_frames(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x / 1e6:.2f}M"
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """``solve.md``: one row per seed, then the median (min-max), the command and the CPU."""
+    b, budget = result["config"], result["config"]["max_minutes"]
+    lines = [
+        f"{b['algo']} --preset {b['preset']} on {b['env']}, {result['cpu']}",
+        "",
+        "| seed | solved | minutes to solve | frames to solve | best mean-100 | frames/s | "
+        "rollout s / update s per update |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in result["runs"]:
+        if "failed" in r:
+            lines.append(f"| {r['seed']} | failed: {r['failed']} | | | | | |")
+            continue
+        m = r["seconds_to_solve"] / 60 if r.get("solved") else math.inf
+        f = float(r["frames_to_solve"]) if r.get("solved") else math.inf
+        split = (
+            f"{r['mean_rollout_s']:.2f} / {r['mean_update_s']:.2f}"
+            if "mean_rollout_s" in r and "mean_update_s" in r
+            else "-"
+        )
+        best = r.get("best_return_mean_100")
+        lines.append(
+            f"| {r['seed']} | {'yes' if r.get('solved') else 'no'} | {_fmt_minutes(m, budget)} | "
+            f"{_fmt_frames(f)} | {best if best is None else f'{best:.1f}'} | "
+            f"{r.get('frames_per_second') or 0:,.0f} | {split} |"
+        )
+    s = result["summary"]
+    mt, ft = s["minutes_to_solve"], s["frames_to_solve"]
+    if mt:
+        lines.append(
+            f"| **median** | {s['solved']}/{s['seeds']} | **{_fmt_minutes(mt['median'], budget)}** "
+            f"({_fmt_minutes(mt['min'], budget)}-{_fmt_minutes(mt['max'], budget)}) | "
+            f"{_fmt_frames(ft['median'])} ({_fmt_frames(ft['min'])}-{_fmt_frames(ft['max'])}) "
+            "| | | |"
+        )
+    lines += ["", "`" + " ".join(result["argv"]) + "`"]
+    return "\n".join(lines) + "\n"
+
+
+def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float | None) -> None:
+    """Every seed's ``return_mean_100`` against minutes (left) and frames (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rapidrl.train import read_metrics
+
+    fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for r in records:
+        path = Path(r["run_dir"]) / "metrics.csv"
+        if not path.exists():
+            continue
+        _, rows = read_metrics(str(path))
+        pts = [
+            (float(row["seconds"]) / 60, float(row["frames"]), float(row["return_mean_100"]))
+            for row in rows
+            if row.get("return_mean_100") not in (None, "", "nan")
+        ]
+        if not pts:
+            continue
+        mins, frames, ret = zip(*pts)
+        ax_t.plot(mins, ret, label=f"seed {r['seed']}")
+        ax_f.plot(frames, ret, label=f"seed {r['seed']}")
+    for ax, xlabel in ((ax_t, "minutes"), (ax_f, "frames")):
+        if stop is not None:
+            ax.axhline(stop, color="grey", ls="--", lw=1)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    ax_t.set_ylabel("return_mean_100")
+    if ax_f.get_legend_handles_labels()[0]:
+        ax_f.legend(loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+
+
+def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
+    """Run every seed, write solve.json / solve.md / solve.png, return the result."""
+    b.validate()
+    out = Path(b.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cpu = describe()
+    print(f"bench solve: {b.algo} --preset {b.preset} on {b.env}, seeds {b.seeds}; {cpu}")
+    records = []
+    for seed in b.seed_list():
+        print(f"  seed {seed}: up to {b.max_minutes:g} min ...", flush=True)
+        r = run_seed(b, seed, extra, out)
+        records.append(r)
+        if "failed" in r:
+            print(f"  seed {seed}: FAILED ({r['failed']}); log {out / f'seed-{seed}.log'}")
+        else:
+            when = (
+                f"solved in {r['seconds_to_solve'] / 60:.1f} min, {r['frames_to_solve']:,} frames"
+                if r["solved"]
+                else f"not solved ({r['stop_reason']}, best mean-100 {r['best_return_mean_100']})"
+            )
+            print(f"  seed {seed}: {when}; {r['frames_per_second'] or 0:,.0f} frames/s")
+    result = {
+        "config": asdict(b),
+        "extra_args": list(extra),
+        "argv": ["rapidrl", "bench", "solve", *argv],
+        "cpu": cpu,
+        "hardware": hardware_record(),
+        "runs": records,
+        "summary": summarize(records, b.max_minutes),
+    }
+    (out / "solve.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    table = format_table(result)
+    (out / "solve.md").write_text(table)
+    print(table)
+    try:
+        stop = 18.0 if b.env.lower() in ("pong", "ale/pong-v5", "pongnoframeskip-v4") else None
+        plot_runs(records, out / "solve.png", f"{b.algo} {b.preset} {b.env}", stop)
+    except Exception as exc:  # a plot must never lose the measured table
+        print(f"could not plot: {exc}", file=sys.stderr)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``rapidrl bench solve [--algo ppo] [--preset fast] [--seeds 1,2,3] [-- TRAINER ARGS]``"""
+    import tyro
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, extra = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
+        if "--" in argv
+        else (
+            argv,
+            [],
+        )
+    )
+    b = tyro.cli(BenchSolveConfig, args=own, prog="rapidrl bench solve", description=__doc__)
+    result = bench_solve(b, extra, argv)
+    s = result["summary"]
+    return 0 if s["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""``rapidrl bench solve``: seeds run one after the other in child processes, their summaries
+gathered into solve.json / solve.md / solve.png; failures reported, never lost or hung."""
+
+import json
+import math
+
+import pytest
+
+from rapidrl.bench.solve import BenchSolveConfig, bench_solve, format_table, summarize
+from rapidrl.config import ConfigError
+
+TINY = ["--num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--no-tensorboard"]
+
+
+def test_two_seeds_on_cartpole(tmp_path):
+    b = BenchSolveConfig(
+        algo="ppo", preset="cartpole", env="CartPole-v1", seeds="1,2", max_frames=128,
+        max_minutes=2.0, out_dir=str(tmp_path / "out"),
+    )  # fmt: skip
+    result = bench_solve(b, TINY, ["--seeds", "1,2"])
+    out = tmp_path / "out"
+    saved = json.loads((out / "solve.json").read_text())
+    assert [r["seed"] for r in saved["runs"]] == [1, 2]
+    for r in saved["runs"]:
+        assert "failed" not in r, r.get("log_tail")
+        assert r["frames"] == 128 and r["solved"] is False and r["stop_reason"] == "max_frames"
+        assert r["mean_rollout_s"] > 0 and r["mean_update_s"] > 0
+        assert (out / f"seed-{r['seed']}" / "summary.json").exists()
+        assert "--seed" in r["command"] and str(r["seed"]) in r["command"]
+    s = result["summary"]
+    assert s["seeds"] == 2 and s["solved"] == 0 and s["failed"] == 0
+    assert math.isinf(s["minutes_to_solve"]["median"])
+    table = (out / "solve.md").read_text()
+    assert "| **median** | 0/2 | **> 2**" in table and saved["cpu"] in table
+    assert saved["hardware"]["cores"] >= 1
+    assert (out / "solve.png").stat().st_size > 0
+    # A bench never mixes new runs with old ones.
+    with pytest.raises(ConfigError, match="not empty"):
+        bench_solve(b, TINY)
+
+
+def test_a_failing_run_is_reported_with_its_log(tmp_path):
+    b = BenchSolveConfig(
+        algo="ppo", preset="cartpole", env="CartPole-v1", seeds="3", max_frames=128,
+        out_dir=str(tmp_path),
+    )  # fmt: skip
+    result = bench_solve(b, ["--clip", "0"])
+    (run,) = result["runs"]
+    assert run["failed"] == "exit code 2" and "--clip must be > 0" in run["log_tail"]
+    assert result["summary"]["failed"] == 1
+    assert "failed: exit code 2" in format_table(result)
+
+
+def test_summary_median_counts_unsolved_seeds_as_over_budget():
+    runs = [
+        {"seed": 1, "solved": True, "seconds_to_solve": 600, "frames_to_solve": 3e6},
+        {"seed": 2, "solved": True, "seconds_to_solve": 1200, "frames_to_solve": 4e6},
+        {"seed": 3, "solved": False, "seconds_to_solve": None, "frames_to_solve": None},
+    ]
+    s = summarize(runs, 30)
+    assert s["solved"] == 2 and s["minutes_to_solve"]["median"] == 20.0
+    assert s["minutes_to_solve"]["min"] == 10.0 and math.isinf(s["minutes_to_solve"]["max"])
+    assert s["frames_to_solve"]["median"] == 4e6
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(seeds=""), "at least one seed"),
+        (dict(seeds="1,x"), "comma-separated integers"),
+        (dict(seeds="1,1"), "a seed twice"),
+        (dict(max_minutes=0), "--max-minutes must be > 0"),
+    ],
+)
+def test_bad_settings_are_named(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        BenchSolveConfig(**kwargs).validate()

@@ -1,0 +1,138 @@
+"""The torsos' ``layer_norm`` option and PQN's Q-network: shapes at 84, 64 and 42 (small torso),
+LayerNorm placement, and ``layer_norm=False`` leaves every existing network as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from rapidrl.algos.pqn.config import PRESETS
+from rapidrl.algos.pqn.learner import make_pqn_network
+from rapidrl.nets.q import QNetwork
+from rapidrl.nets.torso import MLP, NatureCNN, SmallCNN, make_torso
+
+NATURE_PARAMS = [
+    ("net.0.weight", (32, 4, 8, 8)),
+    ("net.0.bias", (32,)),
+    ("net.2.weight", (64, 32, 4, 4)),
+    ("net.2.bias", (64,)),
+    ("net.4.weight", (64, 64, 3, 3)),
+    ("net.4.bias", (64,)),
+    ("net.7.weight", (512, 3136)),
+    ("net.7.bias", (512,)),
+]
+
+
+def _frames(n: int, size: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, 256, (n, 4, size, size), dtype=torch.uint8, generator=g)
+
+
+def test_layer_norm_off_leaves_the_nature_cnn_unchanged():
+    torch.manual_seed(0)
+    net = NatureCNN()
+    assert [(k, tuple(p.shape)) for k, p in net.named_parameters()] == NATURE_PARAMS
+    # The same modules, drawn from the generator in the same order, as the network was written
+    # before the option: the weights are bit-identical for the same seed.
+    torch.manual_seed(0)
+    plain = nn.Sequential(
+        nn.Conv2d(4, 32, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 512),
+        nn.ReLU(),
+    )
+    assert [type(m) for m in net.net] == [type(m) for m in plain]
+    for (k, a), (_, b) in zip(net.net.state_dict().items(), plain.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert not any(isinstance(m, nn.LayerNorm) for m in net.modules())
+
+
+def test_layer_norm_off_leaves_small_cnn_mlp_and_q_network_unchanged():
+    for make in (
+        lambda ln: SmallCNN(layer_norm=ln),
+        lambda ln: MLP(4, layer_norm=ln),
+        lambda ln: QNetwork((4, 84, 84), 6, layer_norm=ln),
+        lambda ln: make_torso((4, 64, 64), kind="small", layer_norm=ln),
+    ):
+        torch.manual_seed(0)
+        off = make(False)
+        torch.manual_seed(0)
+        default = make(False)
+        keys = [k for k, _ in off.named_parameters()]
+        assert not any(isinstance(m, nn.LayerNorm) for m in off.modules())
+        for (_, a), (_, b) in zip(off.named_parameters(), default.named_parameters()):
+            assert torch.equal(a, b)
+        on = make(True)
+        # The norm only adds parameters: every conv/linear of the plain network is still there.
+        on_shapes = sorted(tuple(p.shape) for p in on.parameters())
+        for k, p in off.named_parameters():
+            assert tuple(p.shape) in on_shapes, k
+        assert len(list(on.parameters())) > len(keys)
+    # The DQN network built with no new argument has the Nature CNN's parameter names.
+    q = QNetwork((4, 84, 84), 6)
+    assert [(k, tuple(p.shape)) for k, p in q.torso.named_parameters()] == NATURE_PARAMS
+
+
+def test_layer_norm_after_every_layer_before_the_activation():
+    net = NatureCNN(layer_norm=True)
+    kinds = [type(m).__name__ for m in net.net]
+    assert kinds == [
+        "Conv2d", "LayerNorm", "ReLU", "Conv2d", "LayerNorm", "ReLU", "Conv2d", "LayerNorm",
+        "ReLU", "Flatten", "Linear", "LayerNorm", "ReLU",
+    ]  # fmt: skip
+    norms = [tuple(m.normalized_shape) for m in net.modules() if isinstance(m, nn.LayerNorm)]
+    assert norms == [(32, 20, 20), (64, 9, 9), (64, 7, 7), (512,)]  # CleanRL's PQN network
+    mlp = [type(m).__name__ for m in MLP(4, layer_norm=True).net]
+    assert mlp == ["Linear", "LayerNorm", "Tanh", "Linear", "LayerNorm", "Tanh"]
+    small = SmallCNN(layer_norm=True)
+    norms = [tuple(m.normalized_shape) for m in small.modules() if isinstance(m, nn.LayerNorm)]
+    assert norms == [(32, 21, 21), (32, 11, 11), (32, 6, 6), (32, 3, 3), (256,)]
+
+
+@pytest.mark.parametrize(
+    "size, torso, channels_last",
+    [(84, "nature", False), (64, "nature", True), (42, "small", False), (42, "small", True)],
+)
+def test_pqn_network_shapes_and_gradients(size, torso, channels_last):
+    cfg = dataclasses.replace(
+        PRESETS["pqn"], obs_size=size, torso=torso, channels_last=channels_last
+    )
+    torch.manual_seed(0)
+    net = make_pqn_network(cfg, (4, size, size), 6)
+    assert sum(isinstance(m, nn.LayerNorm) for m in net.modules()) == (
+        4 if torso == "nature" else 5
+    )
+    if channels_last:  # initialized, then left in the channels-last layout
+        conv = next(m for m in net.modules() if isinstance(m, nn.Conv2d))
+        assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    obs = _frames(5, size)
+    q = net(obs)
+    assert q.shape == (5, 6) and q.dtype == torch.float32 and torch.isfinite(q).all()
+    q.gather(1, torch.zeros(5, 1, dtype=torch.long)).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+    # A rollout converted once (prepare) evaluates the same as the frames themselves.
+    with torch.no_grad():
+        assert torch.equal(net(net.prepare(obs)), net(obs))
+
+
+def test_pqn_network_for_vector_observations():
+    net = make_pqn_network(PRESETS["cartpole"], (4,), 2)
+    assert isinstance(net.torso, MLP)
+    assert sum(isinstance(m, nn.LayerNorm) for m in net.modules()) == 2
+    assert net(torch.randn(3, 4)).shape == (3, 2)
+    assert torch.equal(net.prepare(torch.ones(2, 4)), torch.ones(2, 4))
+
+
+def test_bf16_precision_reaches_the_torso():
+    cfg = dataclasses.replace(PRESETS["pqn"], precision="bf16", obs_size=64)
+    net = make_pqn_network(cfg, (4, 64, 64), 6)
+    assert net.torso.compute_dtype is torch.bfloat16
+    assert net(_frames(2, 64)).dtype == torch.float32
