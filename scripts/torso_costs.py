@@ -1,0 +1,76 @@
+"""Per-sample cost of each conv torso on this CPU: one PPO-style training step (forward,
+backward, fused Adam) on a minibatch, and acting on a batch of 16 with one thread.
+
+    .venv/bin/python scripts/torso_costs.py [--batch 512] [--repeats 7]
+    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 .venv/bin/python scripts/torso_costs.py
+
+The second line keeps torch's kernels to AVX2 (the non-AVX-512 case). Medians of --repeats;
+run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from rapidrl.hardware import describe
+from rapidrl.nets.torso import make_torso, use_channels_last, use_precision
+
+CASES = [("nature", 84), ("nature", 64), ("small", 42)]
+
+
+def measure(kind: str, size: int, batch: int, repeats: int, bf16: bool) -> tuple[float, float]:
+    torch.manual_seed(0)
+    torso = use_channels_last(make_torso((4, size, size), kind=kind))
+    use_precision(torso, torch.bfloat16 if bf16 else None)
+    head = nn.Linear(torso.out_dim, 7)
+    opt = torch.optim.Adam([*torso.parameters(), *head.parameters()], fused=True)
+    obs = torch.randint(0, 256, (batch, 4, size, size), dtype=torch.uint8)
+    x = torso.prepare(obs.contiguous(memory_format=torch.channels_last))
+
+    def train_step() -> None:
+        loss = head(torso(x)).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    times = []
+    for i in range(repeats + 2):
+        t = time.perf_counter()
+        train_step()
+        if i >= 2:
+            times.append(time.perf_counter() - t)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    act = []
+    with torch.no_grad():
+        for i in range(25):
+            t = time.perf_counter()
+            torso(obs[:16])
+            if i >= 5:
+                act.append(time.perf_counter() - t)
+    torch.set_num_threads(threads)
+    return statistics.median(times) / batch * 1e6, statistics.median(act) * 1e3
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--bf16", action="store_true", help="also the bf16 autocast torso")
+    a = p.parse_args()
+    print(f"{describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("torso   frames  precision  train us/sample  act b16 1 thread ms")
+    for bf16 in (False, True) if a.bf16 else (False,):
+        for kind, size in CASES:
+            us, ms = measure(kind, size, a.batch, a.repeats, bf16)
+            prec = "bf16" if bf16 else "fp32"
+            print(f"{kind:7s} {size:2d}x{size:<3d} {prec:9s}  {us:15.1f}  {ms:19.2f}")
+
+
+if __name__ == "__main__":
+    main()
