@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
+
+from rapidrl.hardware import cpu_info
 
 
 class ConvTorso(nn.Module):
@@ -186,19 +190,26 @@ PRECISIONS = ("fp32", "bf16", "auto")
 
 def native_bf16(device: torch.device | str) -> bool:
     """Whether ``device`` multiplies bf16 matrices in hardware: a CUDA GPU with bf16 support, or
-    a CPU with AMX tiles (Sapphire Rapids and later), where oneDNN runs bf16 convolutions several
-    times faster than float32 (measured here: a batch-32 DQN update 26 ms -> 9 ms)."""
+    a CPU whose :attr:`rapidrl.hardware.CPUInfo.native_bf16` holds (AMX tiles, or AVX-512 bf16
+    dot products as on Zen 4, with torch's kernels not capped below them). Measured training
+    cost per sample of the Nature CNN at 84x84, batch 512 (``scripts/torso_costs.py --bf16``):
+    AMX ~2.8x faster than float32; a Zen 4 EPYC (avx512_bf16, no AMX) 2.1x; the same capped to
+    AVX2, ~10x slower (emulated)."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        try:
-            return bool(torch.cpu._is_amx_tile_supported()) and bool(
-                torch.ops.mkldnn._is_mkldnn_bf16_supported()
-            )
-        except (AttributeError, RuntimeError):  # older torch or a build without oneDNN
-            return False
+        return _cpu_native_bf16()
     return False
+
+
+@functools.cache
+def _cpu_native_bf16() -> bool:
+    try:
+        onednn_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+    return onednn_bf16 and cpu_info().native_bf16
 
 
 def resolve_precision(precision: Precision, device: torch.device | str) -> torch.dtype | None:
