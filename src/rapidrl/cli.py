@@ -80,7 +80,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from rapidrl.config import ConfigError
     from rapidrl.envs import InvalidOptionError, UnknownEnvError
 
-    return (ConfigError, UnknownEnvError, InvalidOptionError)
+    errors: tuple[type[BaseException], ...] = (ConfigError, UnknownEnvError, InvalidOptionError)
+    # A bad checkpoint names the file and the fix. Only if its module is loaded: importing it
+    # imports torch, and a command that never loaded it cannot have raised it.
+    checkpoint = sys.modules.get("rapidrl.train.checkpoint")
+    if checkpoint is not None:
+        errors += (checkpoint.CheckpointError,)
+    return errors
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import cv2
 import pytest
@@ -139,3 +140,89 @@ def test_recurrent_policy_state_is_reset_at_every_episode(tmp_path, monkeypatch)
     r = evaluate(EvalConfig(str(run), episodes=3))
     assert policy.resets == 3
     assert policy.calls_since_reset == [int(n) for n in r["lengths"]]
+
+
+# --------------------------------------------------------------------------------------------
+# A run dir that does not fit: clear one-line errors, and eval never changes the run dir
+# --------------------------------------------------------------------------------------------
+def files_of(directory) -> dict[str, bytes]:
+    """Every file under ``directory`` with its bytes: a snapshot to prove nothing changed."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def cli_error(run, capsys) -> str:
+    """Run ``rapidrl eval RUN`` expecting the one-line user error (exit 2, no traceback)."""
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rapidrl: error: ") and "Traceback" not in err
+    return err
+
+
+@pytest.fixture
+def run_copy(cartpole_run, tmp_path):
+    """A private copy of the trained run, to break in one way per test."""
+    copy = tmp_path / "run"
+    shutil.copytree(cartpole_run, copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [('{"algo": "dqn", "env": "CartPole', "is not valid JSON"), ("[1, 2]", "holds a JSON list")],
+)
+def test_eval_broken_config_json_is_a_clear_error(run_copy, capsys, text, problem):
+    (run_copy / "config.json").write_text(text)
+    before = files_of(run_copy)
+    err = cli_error(run_copy, capsys)
+    assert str(run_copy / "config.json") in err and problem in err
+    assert "delete it" in err  # the fix: eval falls back to the checkpoint's own config
+    assert files_of(run_copy) == before
+
+
+def test_eval_checkpoint_of_another_algorithm(run_copy, capsys):
+    ppo = Checkpointer(run_copy / "checkpoints", algo="ppo").save(400, {"net": {}})
+    err = cli_error(run_copy, capsys)
+    assert str(ppo) in err and "'ppo' run" in err and "'dqn' run" in err
+    assert "does not belong to this run" in err
+
+
+def test_eval_checkpoint_without_the_weights_the_run_needs(run_copy, capsys):
+    bare = Checkpointer(run_copy / "checkpoints", algo="dqn").save(400, {"counters": {}})
+    err = cli_error(run_copy, capsys)
+    assert str(bare) in err and "no state 'q'" in err and "['counters']" in err
+
+
+def test_eval_changed_network_shape(run_copy, capsys):
+    data = json.loads((run_copy / "config.json").read_text())
+    data["head_hidden"] = 32  # the network the config now builds is not the trained one
+    (run_copy / "config.json").write_text(json.dumps(data))
+    err = cli_error(run_copy, capsys)
+    assert "ckpt-000000000300.pt" in err and "'q' weights" in err
+    assert "missing from the checkpoint" in err or "shapes differ" in err
+    assert "head_hidden: checkpoint 0, config.json 32" in err
+
+
+def test_eval_never_modifies_the_run_dir(run_copy, capsys):
+    ckpts = run_copy / "checkpoints"
+    good = ckpts / "ckpt-000000000300.pt"
+    torn = ckpts / "ckpt-000000000400.pt"
+    torn.write_bytes(good.read_bytes()[:100])  # a newer checkpoint, cut short
+    (ckpts / "latest").write_text(torn.name + "\n")
+    before = files_of(run_copy)
+    with pytest.warns(RuntimeWarning) as rec:
+        r = evaluate(EvalConfig(str(run_copy), episodes=1))
+    assert r["checkpoint"] == good.name and r["frames"] == 300
+    msg = str(rec[0].message)
+    assert torn.name in msg and "left in place" in msg and "resum" not in msg
+    assert files_of(run_copy) == before  # no *.corrupt, ``latest`` unchanged
+    # none readable: a clear error, and still nothing changed
+    good.write_bytes(b"garbage")
+    before = files_of(run_copy)
+    err = cli_error(run_copy, capsys)
+    assert "none of the 2 checkpoint(s)" in err and "--resume" not in err
+    assert files_of(run_copy) == before

@@ -196,3 +196,97 @@ def test_stop_on_interrupt_flag_then_abort():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)  # the second aborts
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def files_of(directory) -> dict[str, bytes]:
+    """Every file under ``directory`` with its bytes: a snapshot to prove nothing changed."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_read_only_load_leaves_unreadable_checkpoints_in_place(tmp_path):
+    net, _ = make()
+    ck = Checkpointer(tmp_path, algo="dqn", keep=3)
+    good = ck.save(100, {"model": net})
+    (tmp_path / "ckpt-000000000200.pt").write_bytes(good.read_bytes()[:50])
+    (tmp_path / "latest").write_text("ckpt-000000000200.pt\n")  # as if the pt had landed whole
+    before = files_of(tmp_path)
+    with pytest.warns(RuntimeWarning) as rec:
+        got = load_latest(tmp_path, read_only=True)
+    assert got.frames == 100
+    assert files_of(tmp_path) == before  # nothing renamed, ``latest`` not rewritten
+    msg = str(rec[0].message)
+    assert "ckpt-000000000200.pt" in msg and "ckpt-000000000100.pt" in msg
+    assert "left in place" in msg and "resum" not in msg and ".corrupt" not in msg
+    # none readable: a clear error, still nothing touched, and no talk of --resume
+    (tmp_path / "ckpt-000000000100.pt").write_bytes(b"garbage")
+    before = files_of(tmp_path)
+    with pytest.raises(CheckpointError) as e:
+        load_latest(tmp_path, read_only=True)
+    assert "none of the 2 checkpoint(s)" in str(e.value) and "--resume" not in str(e.value)
+    assert files_of(tmp_path) == before
+
+
+class Smuggled:
+    """Stands for any object a hand-made (or tampered) checkpoint could carry."""
+
+
+def test_unsafe_checkpoint_message_never_suggests_weights_only_false(tmp_path):
+    path = tmp_path / "ckpt-000000000100.pt"
+    torch.save({"format": 1, "state": {"x": Smuggled()}}, path)
+    with pytest.raises(CheckpointError) as e:
+        load_latest(tmp_path)
+    msg = str(e.value)
+    assert str(path) in msg and "Smuggled" in msg
+    assert "not written by rapidrl" in msg and "tampered" in msg
+    for advice in ("weights_only=False", "add_safe_globals", "safe_globals", "trust"):
+        assert advice not in msg
+
+
+@pytest.mark.parametrize("where", ["parent", "absolute", "subdir", "dotdot"])
+def test_arrays_file_outside_the_checkpoint_folder_is_refused(tmp_path, where):
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    outside = tmp_path / "secret.npz"
+    np.savez(outside, a=np.arange(3))
+    name = {
+        "parent": "../secret.npz",
+        "absolute": str(outside),
+        "subdir": "sub/secret.npz",
+        "dotdot": "..",
+    }[where]
+    if where == "subdir":
+        (ckpts / "sub").mkdir()
+        np.savez(ckpts / "sub" / "secret.npz", a=np.arange(3))
+    size = outside.stat().st_size if where != "dotdot" else 0
+    pt = ckpts / "ckpt-000000000100.pt"
+    torch.save(
+        {"format": 1, "frames": 100, "state": {}, "arrays": {"file": name, "bytes": size}}, pt
+    )
+    with pytest.raises(CheckpointError) as e:
+        load_latest(tmp_path)
+    msg = str(e.value)
+    assert repr(name) in msg and "plain file name" in msg and str(ckpts) in msg
+
+
+def test_restore_names_missing_unexpected_and_mismatched_weights(tmp_path):
+    net, _ = make(hidden=16)
+    Checkpointer(tmp_path, algo="dqn").save(100, {"model": net})
+    got = load_latest(tmp_path)
+    wider, _ = make(hidden=32)
+    with pytest.raises(CheckpointError) as e:
+        got.restore(model=wider)
+    msg = str(e.value)
+    assert "ckpt-000000000100.pt" in msg and "'model'" in msg
+    assert "0.weight: checkpoint (16, 4), network (32, 4)" in msg
+    deeper = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2), nn.Linear(2, 2))
+    with pytest.raises(CheckpointError, match=r"missing from the checkpoint: 3\.bias, 3\.weight"):
+        got.restore(model=deeper)
+    with pytest.raises(CheckpointError, match=r"not in the network: 2\.bias, 2\.weight"):
+        got.restore(model=nn.Sequential(nn.Linear(4, 16)))
+    # a missing entry, looked up directly, names what the checkpoint holds
+    with pytest.raises(CheckpointError, match=r"has no state 'q'; it holds \['model'\]"):
+        got.state["q"]

@@ -105,15 +105,51 @@ class EvalConfig:
 
 
 def _run_algo(run_dir: Path, ckpt) -> tuple[str, dict[str, Any]]:
+    """The run's algorithm and config (config.json, else the one saved in the checkpoint),
+    with a clear error when the checkpoint was written by another algorithm than the run's."""
+    from rapidrl.train.run import read_config_json
+
     cfg_path = run_dir / "config.json"
     config = None
     if cfg_path.exists():
-        config = json.loads(cfg_path.read_text())
+        config = read_config_json(
+            cfg_path,
+            fix="repair it, or delete it: rapidrl eval then uses the config saved in the "
+            "checkpoint",
+        )
     config = config if config is not None else ckpt.config
     if config is None:
         raise ConfigError(f"{run_dir} has no config.json and its checkpoint holds no config")
     algo = config.get("algo") or ckpt.algo
+    if ckpt.algo and algo != ckpt.algo:
+        # Checked here, before any loader looks for its weights (a bare KeyError: 'q').
+        raise ConfigError(
+            f"checkpoint {ckpt.path} was written by a {ckpt.algo!r} run, but {cfg_path} "
+            f"describes a {algo!r} run: the checkpoint does not belong to this run. Evaluate the "
+            f"run directory that wrote it, or put this run's own checkpoints back in "
+            f"{ckpt.path.parent}"
+        )
     return algo, config
+
+
+def _config_drift(ckpt, config: dict[str, Any]) -> str:
+    """How the run's config.json differs from the config saved in ``ckpt`` (fields that change
+    what a checkpoint means), as text for an error; "" when they agree or one is absent."""
+    from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+    from rapidrl.train.run import config_diff
+
+    if not isinstance(ckpt.config, dict):
+        return ""
+    diffs = config_diff(ckpt.config, config, ignore=DEFAULT_IGNORE_FIELDS)
+    if not diffs:
+        return ""
+    shown = "; ".join(f"{k}: checkpoint {a!r}, config.json {b!r}" for k, a, b in diffs[:8])
+    more = f" (and {len(diffs) - 8} more)" if len(diffs) > 8 else ""
+    return (
+        f". The run's config.json differs from the config saved in the checkpoint: {shown}{more}."
+        " Restore config.json to the settings the run was trained with, or delete it: rapidrl "
+        "eval then uses the checkpoint's own config"
+    )
 
 
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
@@ -126,11 +162,17 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise ConfigError(f"run directory {run_dir} does not exist")
     try:
-        ckpt = load_latest(run_dir, map_location=cfg.device)
+        # read_only: eval is a read-only command; an unreadable newest checkpoint is skipped
+        # with a warning, never renamed, and ``latest`` is left as it is.
+        ckpt = load_latest(run_dir, map_location=cfg.device, read_only=True)
     except CheckpointError as exc:
         raise ConfigError(str(exc)) from exc
     algo, config = _run_algo(run_dir, ckpt)
-    act, env_id, options = _loader(algo)({k: v for k, v in config.items()}, ckpt, device=cfg.device)
+    loader = _loader(algo)
+    try:
+        act, env_id, options = loader({k: v for k, v in config.items()}, ckpt, device=cfg.device)
+    except CheckpointError as exc:  # the weights do not fit the network this config builds
+        raise ConfigError(f"{exc}{_config_drift(ckpt, config)}") from exc
 
     info = resolve_env(env_id)
     options = dict(options)

@@ -10,7 +10,8 @@ Every file is written to a temp file in the same directory, fsynced and ``os.rep
 order npz -> pt -> latest, so a crash leaves the previous checkpoint intact. Loading walks the
 checkpoints newest first by frame count (it does not trust ``latest``: a crash between the pt and
 the pointer loses nothing) and falls back, with a warning, past any that is truncated or
-corrupt, renaming it ``*.corrupt`` so it is out of the way of the resumed run.
+corrupt, renaming it ``*.corrupt`` so it is out of the way of the resumed run (``read_only=True``,
+what ``rapidrl eval`` uses, falls back the same way but leaves every file as it is).
 
 Payloads load with ``torch.load(weights_only=True)``: no arbitrary code runs on load, and
 ``save`` refuses, up front and by key, values that such a load would reject.
@@ -41,6 +42,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointMismatchError",
+    "CheckpointState",
     "Checkpointer",
     "StopOnInterrupt",
     "list_checkpoints",
@@ -49,6 +51,9 @@ __all__ = [
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+# What a refused load names in torch's message: "Unsupported global: GLOBAL module.Name ...".
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
+_LIST_MAX = 8  # names listed in an error before "and N more"
 
 # Config fields that steer a run without changing what a checkpoint means; not compared on
 # resume unless a trainer names its own ``match_fields``/``ignore_fields``.
@@ -142,6 +147,62 @@ def _to_payload(value: Any, where: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # Loaded checkpoint
 # --------------------------------------------------------------------------------------------
+def _names(names: list[str]) -> str:
+    more = len(names) - _LIST_MAX
+    return ", ".join(names[:_LIST_MAX]) + (f" (and {more} more)" if more > 0 else "")
+
+
+class CheckpointState(dict):
+    """``Checkpoint.state``: a plain dict whose missing entry raises ``CheckpointError`` naming
+    the file and what it holds, not a bare ``KeyError: 'q'`` (a checkpoint of another algorithm,
+    or one written by an older trainer)."""
+
+    def __init__(self, data: Mapping[str, Any], path: Path):
+        super().__init__(data)
+        self.path = path
+
+    def __missing__(self, key: Any) -> Any:
+        raise CheckpointError(
+            f"{self.path} has no state {key!r}; it holds {sorted(self)}: it was written by "
+            "another algorithm or rapidrl version than the one loading it; load it with the "
+            "trainer that wrote it (its algo is in the run's config.json)"
+        )
+
+
+def _check_fits(path: Path, name: str, weights: Any, module: torch.nn.Module) -> None:
+    """``CheckpointError`` listing every missing, unexpected and differently shaped entry when
+    ``weights`` (the checkpoint's state ``name``) cannot load into ``module``: torch's own error
+    is a traceback that names neither the file nor the fix."""
+    if not isinstance(weights, Mapping):
+        raise CheckpointError(
+            f"{path}: state {name!r} is a {type(weights).__name__}, not the weights of a "
+            f"network; the checkpoint was not written for this {type(module).__name__}"
+        )
+    want = module.state_dict()
+    missing = sorted(set(want) - set(weights))
+    unexpected = sorted(set(weights) - set(want))
+    shapes = [
+        f"{k}: checkpoint {tuple(weights[k].shape)}, network {tuple(want[k].shape)}"
+        for k in sorted(set(want) & set(weights))
+        if hasattr(weights[k], "shape")
+        and hasattr(want[k], "shape")
+        and tuple(weights[k].shape) != tuple(want[k].shape)
+    ]
+    problems = []
+    if shapes:
+        problems.append("shapes differ: " + _names(shapes))
+    if missing:
+        problems.append("missing from the checkpoint: " + _names(missing))
+    if unexpected:
+        problems.append("not in the network: " + _names(unexpected))
+    if problems:
+        raise CheckpointError(
+            f"the {name!r} weights in {path} do not fit the {type(module).__name__} built from "
+            "the current config (" + "; ".join(problems) + "). The network settings differ "
+            "from those the checkpoint was written with: use the run's original settings"
+        )
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint. ``state`` is what was passed to ``save`` (objects already turned
@@ -164,6 +225,8 @@ class Checkpoint:
                 raise CheckpointError(
                     f"{self.path} has no state {name!r}; it holds {sorted(self.state)}"
                 )
+            if isinstance(obj, torch.nn.Module):
+                _check_fits(self.path, name, self.state[name], obj)
             obj.load_state_dict(self.state[name])
 
     def restore_rng(
@@ -325,26 +388,68 @@ class Checkpointer:
             )
 
 
-def _read(path: Path, map_location: Any) -> Checkpoint:
-    """Load and validate one checkpoint file; any problem -> ``CheckpointError``."""
+def _arrays_path(path: Path, meta: Any) -> Path:
+    """The arrays file a checkpoint names, which must be a plain file name in its folder:
+    ``Checkpointer.save`` writes ``ckpt-<frames>.npz`` next to the ``.pt``, so a path (``../x``,
+    ``/etc/x``, ``sub/x``) means the file was made or changed by something else, and following
+    it would read files outside the run."""
+    name = meta.get("file") if isinstance(meta, Mapping) else None
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or Path(name).name != name
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} names its arrays file {name!r}, which is not a plain file name "
+            f"inside {path.parent}: it was not written by rapidrl or was tampered with, and "
+            "rapidrl reads no file outside the checkpoint's folder; delete this checkpoint"
+        )
+    if not isinstance(meta.get("bytes"), int):
+        raise CheckpointError(
+            f"checkpoint {path} gives no byte size for its arrays file {name!r}: it was not "
+            "written by rapidrl or was tampered with; delete this checkpoint"
+        )
+    return path.parent / name
+
+
+def _read(path: Path, map_location: Any, read_only: bool = False) -> Checkpoint:
+    """Load and validate one checkpoint file; any problem -> ``CheckpointError``. The message
+    ends with what to do when resuming, unless ``read_only`` (``load_latest`` then says it)."""
+    resume_fix = (
+        ""
+        if read_only
+        else f"; resume from the previous checkpoint in {path.parent} (delete this file), or "
+        "start fresh without --resume"
+    )
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
         if "Weights only load failed" in str(e):
-            why = [ln.strip() for ln in str(e).splitlines() if "WeightsUnpickler" in ln]
+            # Torch's message advises weights_only=False or allowlisting the object: advice that
+            # runs arbitrary code from a file rapidrl did not write. Say what happened instead.
+            found = _REFUSED_GLOBAL.search(str(e))
+            what = f" (it refers to {found.group(1)})" if found else ""
             raise CheckpointError(
-                f"checkpoint {path} holds objects that a safe torch.load(weights_only=True) "
-                f"refuses (not written by Checkpointer.save?): {why[0] if why else e}"
-            ) from e
+                f"checkpoint {path} holds objects that torch refuses to load safely{what}: it "
+                "was not written by rapidrl, or was tampered with after it was. rapidrl will not "
+                "load it; delete it (or move it out of the checkpoints folder)"
+                + ("" if read_only else " and resume from an earlier checkpoint or start fresh")
+            ) from None
         raise CheckpointError(
             f"checkpoint {path} is corrupt or truncated ({type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}); resume from the previous checkpoint "
-            f"in {path.parent} (delete this file), or start fresh without --resume"
+            f"{str(e).splitlines()[0] if str(e) else ''})" + resume_fix
         ) from e
-    if not isinstance(payload, dict) or "format" not in payload or "state" not in payload:
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("format"), int)
+        or not isinstance(payload.get("state"), dict)
+    ):
         raise CheckpointError(
-            f"{path} is not a rapidrl checkpoint (no 'format'/'state' entries); delete it or "
-            "start fresh without --resume"
+            f"{path} is not a rapidrl checkpoint (no 'format'/'state' entries)"
+            + ("" if read_only else "; delete it or start fresh without --resume")
         )
     if payload["format"] > FORMAT_VERSION:
         raise CheckpointError(
@@ -354,32 +459,40 @@ def _read(path: Path, map_location: Any) -> Checkpoint:
     arrays_path = None
     meta = payload.get("arrays")
     if meta:
-        arrays_path = path.parent / meta["file"]
-        size = arrays_path.stat().st_size if arrays_path.exists() else None
+        arrays_path = _arrays_path(path, meta)
+        size = arrays_path.stat().st_size if arrays_path.is_file() else None
         if size != meta["bytes"]:
             got = "missing" if size is None else f"{size} bytes, expected {meta['bytes']}"
             raise CheckpointError(
-                f"checkpoint arrays {arrays_path} are {got} (truncated or lost); resume from "
-                "the previous checkpoint or start fresh without --resume"
+                f"checkpoint arrays {arrays_path} are {got} (truncated or lost)"
+                + (
+                    ""
+                    if read_only
+                    else "; resume from the previous checkpoint or start fresh without --resume"
+                )
             )
     return Checkpoint(
         path=path,
-        frames=int(payload["frames"]),
+        frames=int(payload.get("frames", 0)),
         algo=payload.get("algo", ""),
         config=payload.get("config"),
-        state=payload["state"],
+        state=CheckpointState(payload["state"], path),
         rng=payload.get("rng", {}),
         arrays_path=arrays_path,
         meta=payload.get("meta", {}),
     )
 
 
-def load_latest(run_dir: str | os.PathLike, *, map_location: Any = "cpu") -> Checkpoint:
+def load_latest(
+    run_dir: str | os.PathLike, *, map_location: Any = "cpu", read_only: bool = False
+) -> Checkpoint:
     """Load the newest good checkpoint of ``run_dir`` (a run directory or its ``checkpoints/``).
 
-    A corrupt/truncated newest checkpoint is renamed ``*.corrupt`` and the previous one is tried,
-    with a ``RuntimeWarning``; ``CheckpointError`` if there is none or none is readable.
-    No config check here: ``Checkpointer.load_latest`` adds it.
+    A corrupt/truncated newest checkpoint is skipped and the previous one tried, with a
+    ``RuntimeWarning``; ``CheckpointError`` if there is none or none is readable. Resuming (the
+    default) renames the skipped ones ``*.corrupt`` and points ``latest`` at the one loaded, out
+    of the way of the run that goes on; ``read_only=True`` (``rapidrl eval``, inspection) changes
+    no file. No config check here: ``Checkpointer.load_latest`` adds it.
     """
     directory = Path(run_dir)
     if (directory / "checkpoints").is_dir():
@@ -387,16 +500,26 @@ def load_latest(run_dir: str | os.PathLike, *, map_location: Any = "cpu") -> Che
     candidates = list_checkpoints(directory)[::-1]
     if not candidates:
         raise CheckpointError(
-            f"no checkpoint (ckpt-*.pt) in {directory}; start fresh without --resume"
+            f"no checkpoint (ckpt-*.pt) in {directory}; "
+            + ("train the run first" if read_only else "start fresh without --resume")
         )
     errors = []
     for path in candidates:
         try:
-            ckpt = _read(path, map_location)
+            ckpt = _read(path, map_location, read_only)
         except CheckpointError as e:
             errors.append(str(e))
             continue
-        if errors:
+        if errors and read_only:
+            skipped = ", ".join(p.name for p in candidates[: len(errors)])
+            warnings.warn(
+                f"skipped {len(errors)} unreadable checkpoint(s) ({skipped}), left in place; "
+                f"using the newest readable one, {path.name} ({ckpt.frames} frames), older than "
+                f"the run's last. First error: {errors[0]}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        elif errors:
             for bad in candidates[: len(errors)]:
                 for p in (bad, bad.with_suffix(".npz")):
                     if p.exists():
@@ -409,9 +532,14 @@ def load_latest(run_dir: str | os.PathLike, *, map_location: Any = "cpu") -> Che
             )
             atomic_write_text(directory / "latest", path.name + "\n")
         return ckpt
+    fix = (
+        "there is nothing to load; restore a readable checkpoint from a backup, or train again"
+        if read_only
+        else "start fresh without --resume (or in another --run-dir)"
+    )
     raise CheckpointError(
-        f"none of the {len(candidates)} checkpoint(s) in {directory} is readable; start fresh "
-        "without --resume (or in another --run-dir). Errors:\n  " + "\n  ".join(errors)
+        f"none of the {len(candidates)} checkpoint(s) in {directory} is readable; {fix}. "
+        "Errors:\n  " + "\n  ".join(errors)
     )
 
 

@@ -338,12 +338,17 @@ def flag_value(argv: Sequence[str], flag: str) -> str | None:
 
 def load_run_config(cls: type[T], run_dir: str | os.PathLike, algo: str) -> T:
     """The ``cls`` config saved in ``run_dir/config.json`` (``ConfigError`` if absent/foreign)."""
-    from rapidrl.train.run import config_from_dict
+    from rapidrl.train.run import config_from_dict, read_config_json
 
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise ConfigError(f"nothing to resume in {run_dir}: no config.json there")
-    data = json.loads(path.read_text())
+    # A torn or hand-edited config.json: a message naming the file, not a JSONDecodeError.
+    data = read_config_json(
+        path,
+        fix="repair it (every checkpoint holds the config it was written with), or start "
+        "a fresh run in another --run-dir",
+    )
     if data.get("algo", algo) != algo:
         raise ConfigError(f"{run_dir} is a {data['algo']!r} run, not a {algo} run")
     try:

@@ -35,6 +35,7 @@ __all__ = [
     "config_to_dict",
     "flatten_dict",
     "load_config",
+    "read_config_json",
     "save_config",
 ]
 
@@ -226,10 +227,41 @@ def save_config(config: Any, path: str | os.PathLike) -> Path:
     return atomic_write_text(path, json.dumps(config_to_dict(config), indent=2) + "\n")
 
 
+def read_config_json(
+    path: str | os.PathLike,
+    fix: str = "repair it, or restore it from a backup of the run",
+) -> dict[str, Any]:
+    """The JSON object in a run's ``config.json``; ``ConfigError`` naming the file, what is wrong
+    with it, and ``fix`` (what the caller can do about it) if it is not readable, not JSON (a
+    torn copy, a hand edit) or not an object. ``FileNotFoundError`` if absent: callers differ on
+    what a missing config means."""
+    from rapidrl.config import ConfigError  # rapidrl.config needs nothing from here: no cycle
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the run config {path} ({exc}); {fix}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"the run config {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
+            f"{exc.colno}): it is truncated or was edited by hand; {fix}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the run config {path} holds a JSON {type(data).__name__}, not the object of "
+            f"config fields rapidrl writes there; {fix}"
+        )
+    return data
+
+
 def load_config(cls: type[T], path: str | os.PathLike) -> T:
     """Read a config written by ``save_config`` back into ``cls``."""
-    with open(path, encoding="utf-8") as f:
-        return config_from_dict(cls, json.load(f))
+    return config_from_dict(cls, read_config_json(path))
 
 
 def flatten_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -320,11 +352,10 @@ class RunDir:
         ``run_dir=None`` -> ``<root>/<algo>-<env_id>-<YYYYmmdd-HHMMSS>`` (``-2``, ``-3``... if
         that exists). ``resume=True`` needs an existing ``run_dir`` holding checkpoints;
         ``resume=False`` refuses a ``run_dir`` that already holds checkpoints, so an earlier run
-        is never overwritten by accident.
+        is never overwritten by accident (``check`` makes these checks without creating anything).
         """
+        cls.check(run_dir, resume=resume)
         if run_dir is None:
-            if resume:
-                raise ValueError("--resume needs --run-dir: the run directory to continue")
             stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
             base = Path(root) / f"{_slug(algo)}-{_slug(env_id)}-{stamp}"
             path, n = base, 1
@@ -338,20 +369,30 @@ class RunDir:
             run = cls(path)
         else:
             run = cls(run_dir)
-            has_ckpts = run.has_checkpoints()
-            if resume and not has_ckpts:
-                raise FileNotFoundError(
-                    f"nothing to resume in {run.path}: no {run.checkpoints}/ckpt-*.pt; "
-                    "drop --resume to start a fresh run there"
-                )
-            if not resume and has_ckpts:
-                raise FileExistsError(
-                    f"{run.path} already holds checkpoints of an earlier run: pass --resume to "
-                    "continue it, or choose another --run-dir"
-                )
             run.path.mkdir(parents=True, exist_ok=True)
         run.checkpoints.mkdir(parents=True, exist_ok=True)
         return run
+
+    @classmethod
+    def check(cls, run_dir: str | os.PathLike | None = None, *, resume: bool = False) -> None:
+        """The checks of ``create``, touching nothing on disk: a trainer calls it first, so a
+        wrong ``--run-dir``/``--resume`` fails before anything slow is built."""
+        if run_dir is None:
+            if resume:
+                raise ValueError("--resume needs --run-dir: the run directory to continue")
+            return
+        run = cls(run_dir)
+        has_ckpts = run.has_checkpoints()
+        if resume and not has_ckpts:
+            raise FileNotFoundError(
+                f"nothing to resume in {run.path}: no {run.checkpoints}/ckpt-*.pt; "
+                "drop --resume to start a fresh run there"
+            )
+        if not resume and has_ckpts:
+            raise FileExistsError(
+                f"{run.path} already holds checkpoints of an earlier run: pass --resume to "
+                "continue it, or choose another --run-dir"
+            )
 
     # --- paths ----------------------------------------------------------------------------
     @property

@@ -318,15 +318,14 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     from rapidrl.vector import make_vec
 
     cfg.validate()
+    resuming = cfg.resume is not None
+    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
+    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
+    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     info, options, frame_skip, obs_space, n_actions = probe_env(cfg)
     obs_shape = tuple(obs_space.shape)
     stop_score = resolve_stop_score(cfg.stop_at_score, info)
     device = resolve_device(cfg.device)
-
-    resuming = cfg.resume is not None
-    run = RunDir.create(cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming)
-    if not resuming:
-        run.save_config(cfg)  # a resumed run rewrites it once the checkpoint has accepted cfg
 
     # Seeding: torch/numpy/python globals, then one generator per consumer.
     seed_everything(cfg.seed)
@@ -366,26 +365,6 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     }
     tracker = EpisodeTracker(stop_score, window=cfg.score_window)
     clock = RunClock()
-    ckpt = Checkpointer(
-        run.checkpoints,
-        algo="dqn",
-        config=cfg,
-        keep=cfg.keep_checkpoints,
-        ignore_fields=RESUME_IGNORE_FIELDS,
-        every_seconds=cfg.checkpoint_every_seconds,
-    )
-    if resuming:
-        state = ckpt.load_latest()
-        state.restore(q=q, target=target, optim=opt, tracker=tracker, clock=clock)
-        c.update(state.state["counters"])
-        arrays = state.load_arrays()
-        if arrays:
-            rb.load_state_dict(arrays)
-            rb.truncate_streams()  # the envs restart below: the stored episodes end here
-        state.restore_rng({"act": act_rng, "replay": rb.rng})
-        run.save_config(cfg)
-        print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
-    tracker.stop_at_score = stop_score
 
     # Update step (one gradient step on batch_size x k sampled transitions), shared with the
     # Ray loop.
@@ -422,32 +401,62 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         return np.where(explore, random_actions, greedy)
 
     # Envs: in this process (vector env) or in actor processes.
-    envs = pool = None
-    env_seed = restart_env_seed(cfg.seed, c["steps"])
+    envs = pool = session = None
     backend = cfg.backend
     if backend == "auto" and cfg.num_envs // max(1, cfg.actor_processes) == 1:
         backend = "serial"
-    session = RunSession(
-        run,
-        cfg,
-        algo="dqn",
-        env_id=info.env_id,
-        device=device,
-        tracker=tracker,
-        clock=clock,
-        stop_score=stop_score,
-    )
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes))
     try:
+        if cfg.actor_processes == 0:  # built first: a bad env layout is a config error
+            try:
+                envs = make_vec(
+                    cfg.env,
+                    cfg.num_envs,
+                    backend,
+                    num_workers=cfg.num_workers,
+                    env_options=options,
+                )
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"cannot build the vector env: {exc}") from exc
+
+        # Everything is accepted: now the run dir and its checkpoints (restored on resume;
+        # config.json rewritten once the checkpoint has accepted cfg).
+        run = RunDir.create(
+            cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming
+        )
+        ckpt = Checkpointer(
+            run.checkpoints,
+            algo="dqn",
+            config=cfg,
+            keep=cfg.keep_checkpoints,
+            ignore_fields=RESUME_IGNORE_FIELDS,
+            every_seconds=cfg.checkpoint_every_seconds,
+        )
+        if resuming:
+            state = ckpt.load_latest()
+            state.restore(q=q, target=target, optim=opt, tracker=tracker, clock=clock)
+            c.update(state.state["counters"])
+            arrays = state.load_arrays()
+            if arrays:
+                rb.load_state_dict(arrays)
+                rb.truncate_streams()  # the envs restart below: the stored episodes end here
+            state.restore_rng({"act": act_rng, "replay": rb.rng})
+            print(f"resumed {run.path} at {c['steps'] * frame_skip:,} frames", file=sys.stderr)
+        run.save_config(cfg)
+        tracker.stop_at_score = stop_score
+        env_seed = restart_env_seed(cfg.seed, c["steps"])
+        session = RunSession(
+            run,
+            cfg,
+            algo="dqn",
+            env_id=info.env_id,
+            device=device,
+            tracker=tracker,
+            clock=clock,
+            stop_score=stop_score,
+        )
         if cfg.actor_processes == 0:
-            envs = make_vec(
-                cfg.env,
-                cfg.num_envs,
-                backend,
-                num_workers=cfg.num_workers,
-                env_options=options,
-            )
             obs, _ = envs.reset(seed=env_seed)  # [N, ...]: every env waits for an action
             # Per-env state so asynchronous backends (recv returns the first-ready subset) work:
             # the obs each env last returned and the action it was last sent.
@@ -589,7 +598,8 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             frames, steps=c["steps"], updates=c["updates"], title=f"DQN {info.env_id}"
         )
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         if envs is not None:
             envs.close()
         if pool is not None:
@@ -701,7 +711,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
     q = make_q_network(cfg, obs_shape, n_actions, device).to(device)
-    q.load_state_dict(ckpt.state["q"])
+    ckpt.restore(q=q)  # a clear CheckpointError when the weights do not fit
     q.eval()  # noisy layers use their means
 
     def act(obs: np.ndarray) -> np.ndarray:

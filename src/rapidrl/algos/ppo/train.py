@@ -561,8 +561,9 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     stop_score = resolve_stop_score(cfg.stop_at_score, info)
     name = "ppo-lstm" if cfg.recurrent else "ppo"
     resuming = cfg.resume is not None
-    run = RunDir.create(cfg.resume or cfg.run_dir, algo=name, env_id=info.env_id, resume=resuming)
-    run.save_config(cfg)
+    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
+    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
+    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
     threads_before = torch.get_num_threads()
     learn_threads = cfg.torch_threads or cpu_count()
@@ -585,32 +586,13 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     net = make_policy(cfg, obs_shape, n_actions, device).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
 
-    # Counters, cadences, tracker, clock and checkpoints (restored here on resume).
-    lrn = start_learner(
-        cfg, run, net=net, opt=opt, act_gen=act_gen, mb_gen=mb_gen, stop_score=stop_score,
-        resuming=resuming, frame_skip=frame_skip,
-    )  # fmt: skip
-    c, tracker, clock, save = lrn.c, lrn.tracker, lrn.clock, lrn.save
-    log_every, ckpt_every = lrn.log_every, lrn.ckpt_every
-
     # Envs. A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing this package, so
     # process workers get a factory that registers it there first.
     backend = cfg.backend
     if backend == "auto" and cfg.num_envs == 1:
         backend = "serial"
     env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
-    envs = None
-    session = RunSession(
-        run,
-        cfg,
-        algo="ppo",
-        env_id=info.env_id,
-        device=device,
-        tracker=tracker,
-        clock=clock,
-        stop_score=stop_score,
-        recurrent=cfg.recurrent,
-    )
+    envs = session = None
     try:
         try:
             envs = make_vec(
@@ -629,6 +611,31 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 f"the {backend} vector env returns batches of {B} envs, which do not divide "
                 f"--num-envs {N}; set --env-batch-size to a divisor of {N}"
             )
+
+        # Everything is accepted: now the run dir, then the counters, cadences, tracker, clock
+        # and checkpoints (restored on resume; config.json rewritten once the checkpoint has
+        # accepted cfg).
+        run = RunDir.create(
+            cfg.resume or cfg.run_dir, algo=name, env_id=info.env_id, resume=resuming
+        )
+        lrn = start_learner(
+            cfg, run, net=net, opt=opt, act_gen=act_gen, mb_gen=mb_gen, stop_score=stop_score,
+            resuming=resuming, frame_skip=frame_skip,
+        )  # fmt: skip
+        run.save_config(cfg)
+        c, tracker, clock, save = lrn.c, lrn.tracker, lrn.clock, lrn.save
+        log_every, ckpt_every = lrn.log_every, lrn.ckpt_every
+        session = RunSession(
+            run,
+            cfg,
+            algo="ppo",
+            env_id=info.env_id,
+            device=device,
+            tracker=tracker,
+            clock=clock,
+            stop_score=stop_score,
+            recurrent=cfg.recurrent,
+        )
         synchronous = B == N
         act_threads = cfg.act_threads or 1
         next_obs, _ = envs.reset(seed=restart_env_seed(cfg.seed, c["steps"]))
@@ -783,7 +790,8 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             title=f"{name.upper()} {info.env_id}",
         )
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         if envs is not None:
             envs.close()
         torch.set_num_threads(threads_before)
@@ -894,7 +902,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
     net = make_policy(cfg, obs_shape, n_actions, device).to(device)
-    net.load_state_dict(ckpt.state["net"])
+    ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
     net.eval()
     if cfg.recurrent:
         return RecurrentPolicy(net, device), cfg.env, options

@@ -116,8 +116,9 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
     stop_score = resolve_stop_score(cfg.stop_at_score, info)
     resuming = cfg.resume is not None
-    run = RunDir.create(cfg.resume or cfg.run_dir, algo="pqn", env_id=info.env_id, resume=resuming)
-    run.save_config(cfg)
+    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
+    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
+    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.torch_threads or cpu_count())
@@ -131,15 +132,9 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         raise ConfigError(f"PQN needs a discrete action space; {cfg.env} has {act_space}")
     obs_shape = tuple(obs_space.shape)
     lrn = Learner(cfg, obs_shape, int(act_space.n), device)
-    lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
-    c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
 
     backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
-    session = RunSession(
-        run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=tracker, clock=clock,
-        stop_score=stop_score,
-    )  # fmt: skip
-    envs = None
+    envs = session = None
     try:
         try:
             envs = make_vec(
@@ -147,6 +142,18 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        # Everything is accepted: now the run dir and its checkpoints (restored on resume;
+        # config.json rewritten once the checkpoint has accepted cfg).
+        run = RunDir.create(
+            cfg.resume or cfg.run_dir, algo="pqn", env_id=info.env_id, resume=resuming
+        )
+        lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+        run.save_config(cfg)
+        c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
+        session = RunSession(
+            run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=tracker,
+            clock=clock, stop_score=stop_score,
+        )  # fmt: skip
         N, T = cfg.num_envs, cfg.num_steps
         next_obs, _ = envs.reset(seed=restart_env_seed(cfg.seed, c["steps"]))
 
@@ -231,7 +238,8 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             title=f"PQN {info.env_id}",
         )
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         if envs is not None:
             envs.close()
         torch.set_num_threads(threads_before)
@@ -254,7 +262,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
     probe.close()
     net = make_pqn_network(cfg, obs_shape, n_actions, device).to(device)
-    net.load_state_dict(ckpt.state["net"])
+    ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
     net.eval()
 
     def act(obs: np.ndarray) -> np.ndarray:
