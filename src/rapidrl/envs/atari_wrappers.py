@@ -28,6 +28,10 @@ the next agent step), and the emulator keeps reporting game over until reset, so
 surfaces on the next agent step. The one exception: a game over caused by FireReset's own
 presses restarts the game inside reset() (as baselines) and that game reports no statistics —
 it needs a game lost within the 2 steps after a reset, which the supported games cannot do.
+
+Every wrapper records its constructor arguments (``gymnasium.utils.RecordConstructorArgs``), so
+``env.spec`` describes the whole chain and ``gymnasium.make(env.spec)`` rebuilds it, as
+``gymnasium.utils.env_checker.check_env`` and spec-based tooling expect.
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ from rapidrl.envs.options import AtariOptions
 StepResult = tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]
 
 
-class GameTracker(gym.Wrapper):
+class GameTracker(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Bottom layer: the real game's score (every emulator frame's reward, unclipped, internal
     no-op/FIRE steps included) and whether the latest emulator frame ended the game."""
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         self.score = 0.0
         self.game_over = False
         self.game_id = 0  # +1 per real reset: tells EpisodeStats a new game began
@@ -70,7 +75,7 @@ class GameTracker(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-class NoopReset(gym.Wrapper):
+class NoopReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """After a real reset, play 1..noop_max no-op frames so episodes start in varied states.
 
     The count comes from the env's ``np_random``, seeded by ``reset(seed=...)``. A game over
@@ -78,7 +83,8 @@ class NoopReset(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, noop_max: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
+        gym.Wrapper.__init__(self, env)
         self.noop_max = noop_max
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -91,7 +97,7 @@ class NoopReset(gym.Wrapper):
         return obs, info
 
 
-class MaxAndSkip(gym.Wrapper):
+class MaxAndSkip(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames.
 
     Max-pooling removes the flicker of sprites drawn only every other frame. If the game ends
@@ -99,7 +105,8 @@ class MaxAndSkip(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, skip: int, max_pool: bool) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, skip=skip, max_pool=max_pool)
+        gym.Wrapper.__init__(self, env)
         self.skip = skip
         self.max_pool = max_pool and skip >= 2
 
@@ -119,7 +126,7 @@ class MaxAndSkip(gym.Wrapper):
         return obs, total_reward, terminated, truncated, info
 
 
-class FrameLimit(gym.Wrapper):
+class FrameLimit(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """``truncated=True`` once the game has run ``max_frames`` emulator frames.
 
     Counted by ALE from the game's reset (no-ops and FIRE presses included), the same clock as
@@ -127,7 +134,8 @@ class FrameLimit(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, max_frames: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, max_frames=max_frames)
+        gym.Wrapper.__init__(self, env)
         self.max_frames = max_frames
 
     def step(self, action: int) -> StepResult:
@@ -137,7 +145,7 @@ class FrameLimit(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-class EpisodicLife(gym.Wrapper):
+class EpisodicLife(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """A lost life ends the learner's episode (``terminated=True``) but not the game.
 
     The reset() right after such a step plays one no-op step instead of restarting the game
@@ -146,7 +154,8 @@ class EpisodicLife(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         self._lives = 0
         self._life_lost = False  # the last step ended a life but not the game
 
@@ -172,13 +181,14 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-class FireReset(gym.Wrapper):
+class FireReset(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Press FIRE, then action 2, after every reset: games like Breakout wait for FIRE to serve,
     and an agent that never learned to press it would stall. Rewards of these presses count in
     the game score (GameTracker) but are not returned to the agent."""
 
     def __init__(self, env: gym.Env, actions: tuple[int, ...]) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, actions=actions)
+        gym.Wrapper.__init__(self, env)
         self.actions = actions
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -190,11 +200,14 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-class WarpFrame(gym.ObservationWrapper):
+class WarpFrame(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Resize a frame to (height, width) with INTER_AREA (the DQN protocol), channels first."""
 
     def __init__(self, env: gym.Env, height: int, width: int, channels: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, height=height, width=width, channels=channels
+        )
+        gym.ObservationWrapper.__init__(self, env)
         self.size = (width, height)  # cv2 takes (width, height)
         self.observation_space = gym.spaces.Box(0, 255, (channels, height, width), np.uint8)
 
@@ -203,19 +216,24 @@ class WarpFrame(gym.ObservationWrapper):
         return frame[None] if frame.ndim == 2 else frame.transpose(2, 0, 1)
 
 
-class ClipReward(gym.RewardWrapper):
+class ClipReward(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
     """Reward -> its sign, so one learning rate fits games scoring 1 or 1,000 per event."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.RewardWrapper.__init__(self, env)
 
     def reward(self, reward: SupportsFloat) -> float:
         return float(np.sign(float(reward)))
 
 
-class FrameStack(gym.Wrapper):
+class FrameStack(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Stack the last ``k`` frames along the channel axis, oldest first; the reset frame fills
     every slot. Gives a feed-forward network motion (ball direction and speed)."""
 
     def __init__(self, env: gym.Env, k: int) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, k=k)
+        gym.Wrapper.__init__(self, env)
         self.k = k
         channels, height, width = env.observation_space.shape
         self.observation_space = gym.spaces.Box(0, 255, (k * channels, height, width), np.uint8)
@@ -232,7 +250,7 @@ class FrameStack(gym.Wrapper):
         return np.concatenate(self._frames), reward, terminated, truncated, info
 
 
-class EpisodeStats(gym.Wrapper):
+class EpisodeStats(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Outermost layer: counts agent steps and reports the real game.
 
     Every info has ``lives`` and ``episode_frame_number``. On the agent step where the real game
@@ -242,7 +260,12 @@ class EpisodeStats(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        # ALE's AtariEnv also declares "human"; AtariOptions rejects it (it needs a display), so
+        # the chain declares what make_env accepts: check_env rebuilds the env in every declared
+        # mode.
+        self.metadata = {**env.metadata, "render_modes": ["rgb_array"]}
         self._game = _find_wrapper(env, GameTracker)
         self._game_id = -1
         self._steps = 0

@@ -10,6 +10,7 @@ registered id go to ``gym.make`` unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from rapidrl.envs.errors import InvalidOptionError, UnknownEnvError
 from rapidrl.envs.options import AtariOptions, unknown_option_message
@@ -135,6 +137,24 @@ def list_options(env_id: str | None = None) -> dict[str, Any]:
     return {"max_episode_steps": None, "render_mode": None, "disable_env_checker": None}
 
 
+def _lean_spec(info: EnvInfo, options: AtariOptions) -> EnvSpec:
+    """The spec of a lean Atari env: ``gymnasium.make(spec)`` calls ``make_env`` again.
+
+    ``LeanAtariEnv`` is not built by ``gymnasium.make``, so without this its ``spec`` is None and
+    neither ``check_env`` (render modes, close) nor spec-based tooling can rebuild it. Every
+    option is recorded, not just the changed ones, so a spec saved today rebuilds the same env
+    even if a default changes. No checker or order wrappers: the rebuilt env is the bare class,
+    as ``make_env`` returns it (the vector envs use its ``step_into``).
+    """
+    return EnvSpec(
+        id=f"rapidrl/{info.env_id}",
+        entry_point="rapidrl.envs.registry:make_env",
+        order_enforce=False,
+        disable_env_checker=True,
+        kwargs={"env_id": info.env_id, **dataclasses.asdict(options)},
+    )
+
+
 def make_env(env_id: str, **options: Any) -> gym.Env:
     """Make one env.
 
@@ -143,6 +163,8 @@ def make_env(env_id: str, **options: Any) -> gym.Env:
     ``make_env("pong", frame_skip=4, implementation="wrappers")``. Other registered gymnasium
     ids give ``gym.make(env_id, **options)`` (``max_episode_steps``, ``render_mode``, or the
     env's own constructor arguments). Raises ``UnknownEnvError`` / ``InvalidOptionError``.
+
+    Every env has a ``spec`` from which ``gymnasium.make(env.spec)`` rebuilds an equal env.
     """
     info = resolve_env(env_id)
     if info.is_atari:
@@ -150,7 +172,9 @@ def make_env(env_id: str, **options: Any) -> gym.Env:
         if atari_options.implementation == "lean":
             from rapidrl.envs.atari_lean import LeanAtariEnv
 
-            return LeanAtariEnv(info.game, atari_options)
+            env = LeanAtariEnv(info.game, atari_options)
+            env.spec = _lean_spec(info, atari_options)
+            return env
         from rapidrl.envs.atari_wrappers import make_atari_wrappers
 
         return make_atari_wrappers(info.game, atari_options)
