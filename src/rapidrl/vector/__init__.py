@@ -17,13 +17,19 @@ Backends
   env ids only; see :mod:`rapidrl.vector.native`.
 - ``auto``: the layout stored by ``rapidrl bench envs --autotune`` for this machine, env and
   ``num_envs`` (:mod:`rapidrl.vector.autotune_cache`), else :func:`default_layout`: ``hybrid``
-  with one env group per core, the last one ``inline``, ``spin`` 2 ms.
+  with one env group per core, the last one ``inline``, ``spin`` 2 ms. A stored layout that no
+  longer builds (stale or hand-edited) gives a ``RuntimeWarning`` and the default layout.
+
+Every backend returns a ``gymnasium.vector.VectorEnv`` (same-step autoreset), so gymnasium's
+vector wrappers and gymnasium-style loops run on it; ``import rapidrl.vector.gym_envs`` registers
+``rapidrl/<id>`` ids for ``gymnasium.make_vec`` (see there).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +39,7 @@ from rapidrl.hardware import cpu_count
 from rapidrl.vector.api import (
     INFO_KEYS,
     EnvWorkerError,
+    MainGuardError,
     VectorEnv,
     VectorEnvError,
     WorkerDiedError,
@@ -42,6 +49,7 @@ __all__ = [
     "BACKENDS",
     "INFO_KEYS",
     "EnvWorkerError",
+    "MainGuardError",
     "VectorEnv",
     "VectorEnvError",
     "WorkerDiedError",
@@ -49,6 +57,7 @@ __all__ = [
 ]
 
 BACKENDS = ("serial", "subprocess", "hybrid", "async", "ale", "envpool", "auto")
+_PROCESS_BACKENDS = ("subprocess", "hybrid", "async", "auto")  # auto may pick processes
 log = logging.getLogger("rapidrl.vector")
 
 
@@ -141,6 +150,8 @@ def make_vec(
         raise ValueError(f"step_timeout must be > 0, got {step_timeout}")
     if spin < 0:
         raise ValueError(f"spin must be >= 0 seconds, got {spin}")
+    if batch_size is not None and not 1 <= batch_size <= num_envs:  # before any worker starts
+        raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
     if spin and backend not in ("subprocess", "hybrid", "async"):
         raise ValueError(f"spin applies to the process backends, not {backend!r}")
     if inline and backend not in ("hybrid", "async"):
@@ -148,6 +159,12 @@ def make_vec(
             f"inline=True applies to the hybrid and async backends, not {backend!r} (it keeps "
             "one of their env groups in this process)"
         )
+    if backend in _PROCESS_BACKENDS and context != "fork":
+        from rapidrl.vector.process import exit_if_reimporting_main
+
+        exit_if_reimporting_main()  # a worker re-running an unguarded script: see process.py
+    if isinstance(env, str):
+        _resolve_env_id(env)  # an unknown id is the registry's error, before any worker starts
     if backend == "auto":
         return _make_auto(
             env,
@@ -225,6 +242,16 @@ def make_vec(
     )
 
 
+def _resolve_env_id(env_id: str) -> None:
+    """Raise ``rapidrl.envs.UnknownEnvError`` (with close matches, as the CLI says it) for an id
+    the registry does not know; otherwise every worker would raise it in its own traceback."""
+    try:
+        from rapidrl.envs import resolve_env
+    except ImportError:  # the envs package is not there: EnvFromId explains it when called
+        return
+    resolve_env(env_id)
+
+
 def _env_fns(env, num_envs: int, env_options) -> list[Callable]:
     if isinstance(env, str):
         return [EnvFromId(env, env_options) for _ in range(num_envs)]
@@ -274,29 +301,30 @@ def _make_serial(env_fns, *, seed, copy, restart_on_crash, timeout):
 
 
 def _make_auto(env, num_envs: int, **kwargs) -> VectorEnv:
+    from rapidrl.envs.errors import InvalidOptionError, UnknownEnvError
     from rapidrl.vector.autotune_cache import canonical_env_id, load_autotune
 
     choice = None
     if isinstance(env, str):
         choice = load_autotune(canonical_env_id(env), num_envs)
-    if choice is not None and choice.get("backend") not in set(BACKENDS) - {"auto"}:
-        log.warning("ignoring autotune entry with unknown backend: %s", choice)
-        choice = None
     if choice is not None:
         try:
-            workers = choice.get("num_workers") or None
-            return make_vec(
-                env,
-                num_envs,
-                choice["backend"],
-                num_workers=None if choice["backend"] == "subprocess" else workers,
-                batch_size=choice.get("batch_size"),
-                **({"inline": True} if choice.get("inline") else {}),
-                **({"spin": float(choice["spin"])} if choice.get("spin") else {}),
-                **kwargs,
+            layout = _autotune_layout(choice)
+            return make_vec(env, num_envs, layout.pop("backend"), **layout, **kwargs)
+        except (UnknownEnvError, InvalidOptionError):
+            raise  # the env id or options are wrong in any layout: not the entry's fault
+        except (ValueError, TypeError, ImportError) as exc:
+            # A stale entry (envpool measured, since uninstalled; another rapidrl's layout rules)
+            # or a hand-edited one must not fail the run: the default layout still works.
+            # Errors of the envs themselves are EnvWorkerErrors and pass through.
+            warnings.warn(
+                f"autotune entry {choice} for {env!r} with num_envs={num_envs} is unusable here "
+                f"({type(exc).__name__}: {exc}); using the default layout "
+                f"{default_layout(num_envs)} (`rapidrl bench envs --autotune` measures a new "
+                "entry)",
+                RuntimeWarning,
+                stacklevel=3,
             )
-        except ImportError as exc:  # e.g. envpool measured, since uninstalled
-            log.warning("autotuned layout %s unusable here (%s); using the default", choice, exc)
     layout = default_layout(num_envs)
     if choice is None:
         log.info(
@@ -307,6 +335,34 @@ def _make_auto(env, num_envs: int, **kwargs) -> VectorEnv:
             layout,
         )
     return make_vec(env, num_envs, "hybrid", **layout, **kwargs)
+
+
+def _autotune_layout(choice: dict[str, Any]) -> dict[str, Any]:
+    """``make_vec`` arguments of an autotune entry, with the types checked (a hand-edited value
+    would otherwise fail deep inside); ``make_vec`` checks that the layout fits."""
+    backend = choice.get("backend")
+    if backend not in BACKENDS or backend == "auto":
+        raise ValueError(f"unknown backend {backend!r}")
+    workers, batch = choice.get("num_workers") or None, choice.get("batch_size")
+    for name, value in (("num_workers", workers), ("batch_size", batch)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"{name} must be an int or null, got {value!r}")
+    spin, inline = choice.get("spin") or 0.0, choice.get("inline", False)
+    if not isinstance(spin, (int, float)) or isinstance(spin, bool):
+        raise TypeError(f"spin must be a number of seconds, got {spin!r}")
+    if not isinstance(inline, bool):
+        raise TypeError(f"inline must be true or false, got {inline!r}")
+    layout = {
+        "backend": backend,
+        # subprocess: one process per env, whatever was stored
+        "num_workers": None if backend == "subprocess" else workers,
+        "batch_size": batch,
+    }
+    if inline:
+        layout["inline"] = True
+    if spin:
+        layout["spin"] = float(spin)
+    return layout
 
 
 DEFAULT_SPIN = 0.002

@@ -206,9 +206,9 @@ class BatchedVectorEnv(VectorEnv):
         self._finalizer = weakref.finalize(self, self._resources.release)
         self.workers = workers
         self._bufs = bufs
-        self.single_observation_space = single_observation_space
-        self.single_action_space = single_action_space
         self.num_envs = workers[-1].stop
+        self.set_spaces(single_observation_space, single_action_space)
+        self.metadata = dict(self.metadata)  # a wrapper writing to it must not change the class's
         self.batch_size = self.num_envs if batch_size is None else int(batch_size)
         self.copy = copy
         self.step_timeout = float(step_timeout)
@@ -225,7 +225,13 @@ class BatchedVectorEnv(VectorEnv):
         self._last_ids: np.ndarray | None = None
         self._seq = itertools.count()
         self._default_seed = seed  # used by the first reset() that passes no seed
-        self._seed: int | None = None  # seed of the last reset, for restarts
+        self._seed: int | list[int | None] | None = None  # seed of the last reset, for restarts
+        self._options: dict[str, Any] | None = None  # options of the last reset, for restarts
+        # What the groups' reset takes (native vectorizers: no options, envpool: no per-env seeds);
+        # checked before a reset reaches any worker.
+        groups = [getattr(w, "group", None) for w in workers]  # process workers: EnvGroups
+        self._takes_options = all(getattr(g, "reset_options", True) for g in groups)
+        self._per_env_seeds = all(getattr(g, "per_env_seeds", True) for g in groups)
         self._failure: BaseException | None = None
         # The workers (and their env rows) of the last recv/reset, and whether anything was sent
         # since: while not, a send() to exactly those envs (env_ids None or equal to the ids
@@ -235,6 +241,7 @@ class BatchedVectorEnv(VectorEnv):
         self._last_rows: slice | np.ndarray = slice(0, 0)
         self._last_sent = True
         self._final_zeros: np.ndarray | None = None  # final_obs of a batch where none ended
+        self._no_ends_mask: np.ndarray | None = None  # _final_obs of a batch where none ended
         self._views: dict[tuple[int, int, int], tuple] = {}  # (start, stop, slot) -> slices
         self._closed = False
 
@@ -257,15 +264,33 @@ class BatchedVectorEnv(VectorEnv):
                 )
 
     # --- API ----------------------------------------------------------------------------------
-    def reset(self, seed: int | None = None):
+    def reset(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ):
         self._check_open()
+        # Arguments are checked before any worker gets the command: a bad one is a plain error
+        # and leaves the vector env usable.
+        seed = self.check_seed(seed)
+        options = self.check_reset_options(options)
+        if options and not self._takes_options:
+            raise ValueError(
+                f"the {self.name} does not take reset options (its native envs have none), got "
+                f"{sorted(options)}: reset without options, or use a Python backend "
+                "(serial/hybrid/async), whose envs get them"
+            )
+        if isinstance(seed, list) and not self._per_env_seeds:
+            raise ValueError(
+                f"the {self.name} seeds its envs consecutively (env i gets seed + i, fixed when "
+                f"its pool is built), got seed={seed}: pass one int, or a list of consecutive seeds"
+            )
         if seed is None and self._default_seed is not None:
             seed, self._default_seed = self._default_seed, None
+        self.seed_np_random(seed)
         self._wait(lambda: not any(w.busy for w in self.workers))  # drain steps in flight
         self._ready.clear()
-        self._seed = seed
+        self._seed, self._options = seed, options
         for w in self.workers:
-            self._dispatch(w, "reset", seed)
+            self._dispatch_reset(w, seed[w.start : w.stop] if isinstance(seed, list) else seed)
         self._wait(lambda: not any(w.busy for w in self.workers))
         self._ready.clear()
         obs, _, _, _, infos, ids = self._gather(self.workers)
@@ -378,7 +403,7 @@ class BatchedVectorEnv(VectorEnv):
         ready, self._ready = sorted(self._ready, key=lambda w: w.index), []
         return ready
 
-    def close(self) -> None:
+    def close(self, **kwargs: Any) -> None:
         """Stop every worker and free the buffers; idempotent, also after a failure."""
         self._closed = True
         self._bufs = None  # drop our views of a shared block before it is unmapped
@@ -387,10 +412,6 @@ class BatchedVectorEnv(VectorEnv):
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()  # a weakref.finalize runs its callback at most once
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -424,9 +445,18 @@ class BatchedVectorEnv(VectorEnv):
         w.seq = next(self._seq)
         w.deadline = time.monotonic() + self.step_timeout
         self._state[w.start : w.stop] = STEPPING
-        if cmd == "reset":
-            self._restarted[w.start : w.stop] = False
         w.dispatch(cmd, *args, w.next_slot)
+
+    def _dispatch_reset(self, w: Worker, seed: int | list[int | None] | None) -> None:
+        """``_dispatch`` of a reset (kept apart so that the step path stays lean): the groups take
+        ``(seed, slot)``, and the options of this reset after them when there are any."""
+        w.next_slot = 1 - w.slot
+        w.busy = "reset"
+        w.seq = next(self._seq)
+        w.deadline = time.monotonic() + self.step_timeout
+        self._state[w.start : w.stop] = STEPPING
+        self._restarted[w.start : w.stop] = False
+        w.dispatch("reset", seed, w.next_slot, *((self._options,) if self._options else ()))
 
     def _finish(self, w: Worker) -> None:
         try:
@@ -510,12 +540,10 @@ class BatchedVectorEnv(VectorEnv):
         try:
             w.restart()
             w.restarts += 1
-            seed = None
-            if self._seed is not None:  # distinct, reproducible seeds for the new episodes
-                seed = self._seed + (self.num_envs * w.restarts if cmd == "step" else 0)
+            seed = self._restart_seed(w, cmd)
             slot = w.next_slot
             w.busy, w.deadline = "reset", time.monotonic() + self.step_timeout
-            w.dispatch("reset", seed, slot)
+            w.dispatch("reset", seed, slot, *((self._options,) if self._options else ()))
             self._wait_one(w)
         except BaseException as exc:
             self._fail(exc)
@@ -525,6 +553,22 @@ class BatchedVectorEnv(VectorEnv):
             b.truncated[rows] = True
         self._restarted[rows] = True
         self._done(w)
+
+    def _restart_seed(self, w: Worker, cmd: str | None) -> int | list[int | None] | None:
+        """Seed for a restarted worker's reset: distinct, reproducible seeds for the new episodes
+        (those of the last reset, shifted by ``num_envs`` per restart when a step crashed)."""
+        seed = self._seed
+        shift = self.num_envs * w.restarts if cmd == "step" else 0
+        if isinstance(seed, list):
+            return [None if s is None else s + shift for s in seed[w.start : w.stop]]
+        return None if seed is None else seed + shift
+
+    def _no_ends(self, n: int) -> np.ndarray:
+        """``_final_obs`` of a gathered batch where no episode ended: one read-only array."""
+        z = self._no_ends_mask
+        if z is None or len(z) != n:
+            z = self._no_ends_mask = _read_only(np.zeros(n, bool))
+        return z
 
     def _no_final_obs(self, obs: np.ndarray) -> np.ndarray:
         """``final_obs`` of a batch where no episode ended: zeros, one read-only array reused."""
@@ -555,8 +599,11 @@ class BatchedVectorEnv(VectorEnv):
                     [b.rewards[rows], b.terminated[rows], b.truncated[rows]],
                     [b.episode_end[rows], b.episode_return[rows], b.episode_length[rows]],
                     b.final_obs[rows],
+                    # _final_obs of a step where no episode ended: read-only, made once per range
+                    # (a few bytes; final_obs's zeros are shared, see _no_final_obs)
+                    _read_only(np.zeros(key[1] - key[0], bool)),
                 )
-            rows, obs, small, stats, final = views
+            rows, obs, small, stats, final, no_ends = views
             ids = np.arange(rows.start, rows.stop, dtype=np.int64)
             if self.copy:
                 obs = obs.copy()
@@ -567,14 +614,17 @@ class BatchedVectorEnv(VectorEnv):
             obs = np.concatenate([b.obs[w.slot, w.start : w.stop] for w in workers])
             small = [b.rewards[ids], b.terminated[ids], b.truncated[ids]]
             stats = [b.episode_end[ids], b.episode_return[ids], b.episode_length[ids]]
-            final = None
-        if self.copy or final is None:
-            # count_nonzero: a fraction of the cost of (a | b).any() on a few envs
-            if np.count_nonzero(small[1]) or np.count_nonzero(small[2]):
-                done = small[1] | small[2]
+            final, no_ends = None, None
+        # count_nonzero: a fraction of the cost of (a | b).any() on a few envs
+        ended = np.count_nonzero(small[1]) or np.count_nonzero(small[2])
+        if ended:
+            done = small[1] | small[2]
+            if self.copy or final is None:
                 final = np.zeros_like(obs)
                 final[done] = b.final_obs[ids[done]]
-            else:  # most steps: no episode ended, so no new zero array to allocate and fill
+        else:  # most steps: no episode ended, so no new arrays to allocate and fill
+            done = no_ends if no_ends is not None else self._no_ends(len(ids))
+            if self.copy or final is None:
                 final = self._no_final_obs(obs)
         sel = rows if contiguous else ids
         restarted = self._restarted[sel]  # a copy for ids; a view copied below for rows
@@ -591,5 +641,14 @@ class BatchedVectorEnv(VectorEnv):
             "episode_return": stats[1],
             "episode_length": stats[2],
             "worker_restarted": restarted,
+            "_final_obs": done,  # gymnasium's same-step keys (api module docstring)
         }
+        if ended:
+            infos["final_info"] = {"episode": {"r": stats[1], "l": stats[2]}, "_episode": stats[0]}
+            infos["_final_info"] = done
         return obs, small[0], small[1], small[2], infos, ids
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

@@ -55,7 +55,18 @@ class EnvGroup:
     the buffers (which can only be sized once the spaces are known). Env ``j`` of the group is
     global env ``first_env_id + j`` (``reset(seed)`` seeds it with ``seed + first_env_id + j``).
     ``current`` is the local index of the env being built or called, for error reports.
+
+    Observations are checked against the observation space before they are written: numpy would
+    broadcast a ``(1,)`` observation into a ``(4,)`` row and wrap ``300.7`` into a ``uint8`` as
+    ``44``, silently. Every reset's observation gets the full check; a step's costs two attribute
+    comparisons (its shape, and its dtype by identity) unless something differs. A dtype that
+    converts within its kind (``float64`` into a ``float32`` Box, ``int64`` into a ``float32``
+    one: what many gymnasium envs return) is accepted; one that would change kind (a float into
+    an integer Box, a signed into an unsigned one) is an error naming the env and the fix.
     """
+
+    reset_options = True  # reset(options=...) reaches every env's reset
+    per_env_seeds = True  # reset(seed=[...]) seeds env j with its own seed
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], first_env_id: int = 0):
         self.env_fns = list(env_fns)
@@ -91,6 +102,12 @@ class EnvGroup:
         self._ret = [0.0] * m
         self._len = [0] * m
         self._discrete = isinstance(e0.action_space, gym.spaces.Discrete)
+        space = e0.observation_space
+        self._obs_shape = tuple(space.shape) if space.shape is not None else None
+        self._obs_dtype = np.dtype(space.dtype) if space.dtype is not None else None
+        # The step check compares dtypes by identity first (numpy's builtin dtypes are
+        # singletons), then with this: the space's dtype, or one the full check accepted since.
+        self._obs_dtype_ok = self._obs_dtype
         # Envs whose own class writes observations in place (rapidrl's lean Atari env); a wrapper
         # does not count, its step() may change what the env returns.
         self._step_into = [getattr(type(e), "step_into", None) for e in self.envs]
@@ -112,12 +129,20 @@ class EnvGroup:
         """Python envs finish inside :meth:`begin`; nothing is left in flight."""
 
     # ------------------------------------------------------------------------------------------
-    def reset(self, seed: int | None, slot: int) -> None:
+    def reset(
+        self, seed: int | list[int | None] | None, slot: int, options: dict | None = None
+    ) -> None:
+        """Reset every env: an int seeds env ``j`` with ``seed + first_env_id + j``, a list (this
+        group's share of the vector env's seeds) with ``seed[j]``; ``options`` go to each."""
         b = self.bufs
         for j, env in enumerate(self.envs):
             self.current = j
-            obs, _ = env.reset(seed=None if seed is None else seed + self.first_env_id + j)
-            b.obs[slot, j] = obs
+            if seed is None or isinstance(seed, list):
+                s = None if seed is None else seed[j]
+            else:
+                s = seed + self.first_env_id + j
+            obs, _ = env.reset(seed=s, options=options)
+            b.obs[slot, j] = self.checked_obs(j, obs, "reset")
         self.current = None
         b.rewards[:] = 0.0
         b.terminated[:] = False
@@ -137,6 +162,7 @@ class EnvGroup:
         actions = b.actions.tolist() if self._discrete else b.actions.copy()
         ret, length, reports = self._ret, self._len, self._reports
         m = len(self.envs)
+        shape, dtype = self._obs_shape, self._obs_dtype
         # Per-env scalars are collected in lists and written with one array assignment each:
         # a numpy item write costs as much as a whole small-array write.
         rewards, terms, truncs = [0.0] * m, [False] * m, [False] * m
@@ -149,6 +175,15 @@ class EnvGroup:
                 reward, terminated, truncated, info = into(env, actions[j], obs)
             else:
                 obs, reward, terminated, truncated, info = env.step(actions[j])
+                # The cheap check (class docstring); a non-array (no .shape: a list) costs
+                # nothing until it happens.
+                try:
+                    if obs.shape != shape or (
+                        obs.dtype is not dtype and obs.dtype != self._obs_dtype_ok
+                    ):
+                        obs = self.checked_obs(j, obs, "step")
+                except AttributeError:
+                    obs = self.checked_obs(j, obs, "step")
             ret[j] += reward
             length[j] += 1
             ep = info.get("episode") if info else None
@@ -166,6 +201,13 @@ class EnvGroup:
                 length[j] = 0
                 final_out[j] = obs
                 obs, _ = env.reset()
+                try:
+                    if obs.shape != shape or (
+                        obs.dtype is not dtype and obs.dtype != self._obs_dtype_ok
+                    ):
+                        obs = self.checked_obs(j, obs, "reset")
+                except AttributeError:
+                    obs = self.checked_obs(j, obs, "reset")
                 obs_out[j] = obs
             elif into is None:
                 obs_out[j] = obs
@@ -177,6 +219,29 @@ class EnvGroup:
         b.episode_end[:] = ends
         b.episode_return[:] = ep_ret
         b.episode_length[:] = ep_len
+
+    def checked_obs(self, j: int, obs, call: str) -> np.ndarray:
+        """``obs`` of env ``j`` as an array that fits the observation space, or a ValueError
+        naming the env, what it returned and what the space expects."""
+        space = self.single_observation_space
+        arr = np.asarray(obs)
+        where = f"env {self.first_env_id + j} returned an observation"
+        if arr.shape != self._obs_shape:
+            raise ValueError(
+                f"{where} of shape {arr.shape} from {call}(), but its observation_space {space} "
+                f"has shape {self._obs_shape}: return arrays of that shape (numpy would broadcast "
+                "or reject this one when batching)"
+            )
+        if arr.dtype != self._obs_dtype:
+            if not np.can_cast(arr.dtype, self._obs_dtype, "same_kind"):
+                raise ValueError(
+                    f"{where} of dtype {arr.dtype} from {call}(), but its observation_space "
+                    f"{space} has dtype {self._obs_dtype}: converting would wrap or truncate "
+                    f"values (300.7 becomes 44 in uint8); return obs.astype(np.{self._obs_dtype}) "
+                    f"(clipped to the space's bounds), or declare the space with dtype {arr.dtype}"
+                )
+            self._obs_dtype_ok = arr.dtype  # accepted: later steps compare against it directly
+        return arr
 
     def close(self) -> None:
         for env in self.envs:

@@ -81,6 +81,9 @@ def atari_options(env_id: str, options: dict[str, Any] | None, backend: str):
 class _AtariGroupBase:
     """Episode statistics, reward clipping and life-loss terms shared by both native groups."""
 
+    reset_options = False  # the native envs' resets take none (refused before a reset is sent)
+    per_env_seeds = True  # reset(seed=[...]) can seed each env
+
     def __init__(self, n: int, first_env_id: int, opts, num_threads: int | None):
         self.n, self.first_env_id, self.opts = n, first_env_id, opts
         self.num_threads = num_threads or 0
@@ -165,8 +168,12 @@ class AleGroup(_AtariGroupBase):
         self.single_action_space = self.native.single_action_space
         self._lives = np.zeros(self.n, np.int64)
 
-    def reset(self, seed: int | None, slot: int) -> None:
-        obs, info = self.native.reset(seed=None if seed is None else seed + self.first_env_id)
+    def reset(self, seed: int | list[int | None] | None, slot: int) -> None:
+        if isinstance(seed, list):  # this group's seeds; -1: ale's "unseeded"
+            native_seed = np.array([-1 if s is None else s for s in seed], np.int64)
+        else:
+            native_seed = None if seed is None else seed + self.first_env_id
+        obs, info = self.native.reset(seed=native_seed)
         order = np.argsort(info["env_id"])
         self.bufs.obs[slot] = obs[order]
         self._lives[:] = info["lives"][order]
@@ -215,6 +222,8 @@ class AleGroup(_AtariGroupBase):
 class EnvpoolGroup(_AtariGroupBase):
     """``n`` envs in one envpool run asynchronously one env at a time, adapted to same-step
     autoreset (see the module docstring)."""
+
+    per_env_seeds = False  # envpool seeds env i with seed + i when the pool is built
 
     def __init__(self, game: str, n: int, first_env_id: int, opts, num_threads=None, seed=None):
         super().__init__(n, first_env_id, opts, num_threads)

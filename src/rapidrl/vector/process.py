@@ -11,6 +11,14 @@ Start-up handshake (no env is built in the parent): each worker builds its envs 
 spaces; the parent checks they agree, sizes and creates the shared block, and sends its name; the
 workers attach and ack. A restarted worker goes through the same handshake.
 
+Scripts without a ``__main__`` guard: with the spawn start method every worker imports the main
+script again (as ``__mp_main__``) before it runs its target. If the script builds a vector env at
+import time, the worker reaches ``make_vec`` while bootstrapping, where starting processes is an
+error (multiprocessing prints a wall of "bootstrapping phase" tracebacks, one per worker).
+``make_vec`` detects that state (:func:`exit_if_reimporting_main`) and exits the worker quietly
+with :data:`MAIN_GUARD_EXIT`; the parent, waiting for the worker's handshake, turns that exit
+status into one :class:`~rapidrl.vector.api.MainGuardError` that names the script and the fix.
+
 Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``terminate`` and
 finally ``kill`` the stragglers; the block is unlinked by the parent (and by multiprocessing's
 resource tracker if the parent itself is killed), so no ``/dev/shm`` segment outlives the run.
@@ -19,9 +27,11 @@ resource tracker if the parent itself is killed), so no ``/dev/shm`` segment out
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import pickle
 import select
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -31,7 +41,7 @@ from multiprocessing.shared_memory import SharedMemory
 import cloudpickle
 import gymnasium as gym
 
-from rapidrl.vector.api import EnvWorkerError, WorkerDiedError
+from rapidrl.vector.api import EnvWorkerError, MainGuardError, VectorEnvError, WorkerDiedError
 from rapidrl.vector.batched import (
     _LIVENESS_PERIOD,
     BatchedVectorEnv,
@@ -49,6 +59,32 @@ _START_TIMEOUT = 60.0  # s: at least this for a worker to start, build its envs 
 # recognises ("ok",) by comparing bytes; anything else (errors, the handshake) is unpickled.
 _OK = pickle.dumps(("ok",), protocol=pickle.HIGHEST_PROTOCOL)
 _STEP = tuple(pickle.dumps(("step", slot), protocol=pickle.HIGHEST_PROTOCOL) for slot in (0, 1))
+
+
+MAIN_GUARD_EXIT = 97
+"""Exit status of a worker that re-ran an unguarded main script (no Python error exits with it:
+uncaught exceptions give 1, signals negative codes)."""
+
+
+def exit_if_reimporting_main() -> None:
+    """In a spawned process that is still importing the parent's main module (its bootstrapping
+    phase), building a process vector env means the script has no ``__main__`` guard: exit with
+    :data:`MAIN_GUARD_EXIT` (no traceback) so that the parent can explain it once."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(MAIN_GUARD_EXIT)
+
+
+def _main_guard_error(start_method: str) -> MainGuardError:
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or "the main script"
+    return MainGuardError(
+        f"the worker processes re-ran {script} from the top and reached make_vec again: with "
+        f"the {start_method!r} start method every worker imports the main script, and this one "
+        "builds its vector env at import time. Put the code that builds and runs it under\n"
+        'if __name__ == "__main__":\n'
+        "(https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-"
+        "methods)"
+    )
 
 
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
@@ -211,9 +247,11 @@ class ProcessWorker(Worker):
         self.conn.send(self._attach_msg)
         self._expect("ok", self._start_timeout)
 
-    def died_error(self) -> WorkerDiedError:
+    def died_error(self) -> VectorEnvError:
         self.proc.join(timeout=1.0)
         code = self.proc.exitcode
+        if code == MAIN_GUARD_EXIT and not self.busy:
+            return _main_guard_error(self._ctx.get_start_method())
         if code is None:
             how = "closed its pipe but is still running"
         elif code < 0:

@@ -138,3 +138,43 @@ def assert_trajectories_equal(expected, actual, label: str = "") -> None:
                     assert va is None and vb is None, f"{where}: {va} vs {vb}"
                 else:
                     np.testing.assert_array_equal(va, vb, err_msg=where)
+
+
+class BadObsEnv(gym.Env):
+    """An env whose observations break its own space from a given step on (hole tests).
+
+    Declares ``Box(shape=(4,), dtype=space_dtype)``; from env step ``bad_from`` on (0: already at
+    ``reset``) it returns ``bad_obs`` (a fixed array) instead of a conforming observation.
+    Episodes last ``episode_len`` steps (then ``terminated``).
+    """
+
+    metadata: dict = {}
+
+    def __init__(
+        self,
+        bad_obs: np.ndarray | None = None,
+        bad_from: int = 0,
+        space_dtype: type = np.float32,
+        episode_len: int = 1000,
+    ):
+        high = 255 if np.dtype(space_dtype).kind == "u" else 1e6
+        self.observation_space = gym.spaces.Box(0, high, shape=(4,), dtype=space_dtype)
+        self.action_space = gym.spaces.Discrete(2)
+        self.bad_obs, self.bad_from, self.episode_len = bad_obs, bad_from, episode_len
+        self.steps = 0
+        self.t = 0
+
+    def _obs(self):
+        if self.bad_obs is not None and self.steps >= self.bad_from:
+            return self.bad_obs
+        return np.full(4, self.t, dtype=self.observation_space.dtype)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.steps += 1
+        self.t += 1
+        return self._obs(), 1.0, self.t >= self.episode_len, False, {}
