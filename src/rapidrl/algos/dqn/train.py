@@ -76,6 +76,7 @@ from rapidrl.train.loop import (
     restart_env_seed,
     run_from_cli,
 )
+from rapidrl.train.schedules import linear_schedule
 
 __all__ = [
     "LogEvent",
@@ -183,13 +184,6 @@ def make_q_network(
     """The Q-network a config describes (torso by observation shape; head by the flags), for
     ``device`` (not moved there: call ``.to(device)``)."""
     return QNetwork(**net_kwargs(cfg, obs_shape, n_actions, device))
-
-
-def linear_schedule(start: float, end: float, duration: int, t: int) -> float:
-    """``start`` -> ``end`` linearly over ``duration`` steps, then ``end``."""
-    if duration <= 0 or t >= duration:
-        return end
-    return start + (end - start) * t / duration
 
 
 class UpdateStep(NamedTuple):

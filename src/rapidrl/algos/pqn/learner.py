@@ -24,7 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rapidrl.algos.dqn.train import linear_schedule
 from rapidrl.algos.pqn.config import PQNConfig
 from rapidrl.algos.pqn.returns import q_lambda_returns
 from rapidrl.nets.actor_critic import orthogonal_init
@@ -33,6 +32,7 @@ from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.loop import Every, atari_env_options
+from rapidrl.train.schedules import linear_schedule
 
 __all__ = [
     "METRIC_COLUMNS",
