@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from rapidrl.algos.ppo.losses import categorical_entropy, categorical_logprob
+from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
 from rapidrl.nets.torso import ConvTorso, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]

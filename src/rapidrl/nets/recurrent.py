@@ -44,7 +44,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from rapidrl.algos.ppo.losses import categorical_entropy, categorical_logprob
+from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
 from rapidrl.nets.torso import make_torso
 
 __all__ = [
