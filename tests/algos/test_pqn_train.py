@@ -376,4 +376,6 @@ def test_pqn_learns_cartpole(tmp_path):
     )
     s = train(cfg)
     assert s["solved"], s
-    assert s["return_mean_100"] > 475 and s["seconds"] < 60
+    # Behaviour only; how fast it gets there is a benchmark's figure:
+    # rapidrl bench solve --algo pqn --preset cartpole --env CartPole-v1 --seeds 1,2,3
+    assert s["return_mean_100"] > 475

@@ -439,24 +439,22 @@ class BatchedVectorEnv(VectorEnv):
             raise ValueError(f"env_ids has duplicates: {ids.tolist()}")
         return ids
 
-    def _dispatch(self, w: Worker, cmd: str, *args: Any) -> None:
+    def _dispatch(self, w: Worker, cmd: str, *args: Any, options: dict | None = None) -> None:
+        """Hand ``cmd`` to worker ``w``: the groups take ``(*args, slot)``, and a reset's
+        ``options`` after them when there are any."""
         w.next_slot = 1 - w.slot
         w.busy = cmd
         w.seq = next(self._seq)
         w.deadline = time.monotonic() + self.step_timeout
         self._state[w.start : w.stop] = STEPPING
-        w.dispatch(cmd, *args, w.next_slot)
+        if options:
+            w.dispatch(cmd, *args, w.next_slot, options)
+        else:
+            w.dispatch(cmd, *args, w.next_slot)
 
     def _dispatch_reset(self, w: Worker, seed: int | list[int | None] | None) -> None:
-        """``_dispatch`` of a reset (kept apart so that the step path stays lean): the groups take
-        ``(seed, slot)``, and the options of this reset after them when there are any."""
-        w.next_slot = 1 - w.slot
-        w.busy = "reset"
-        w.seq = next(self._seq)
-        w.deadline = time.monotonic() + self.step_timeout
-        self._state[w.start : w.stop] = STEPPING
         self._restarted[w.start : w.stop] = False
-        w.dispatch("reset", seed, w.next_slot, *((self._options,) if self._options else ()))
+        self._dispatch(w, "reset", seed, options=self._options)
 
     def _finish(self, w: Worker) -> None:
         try:

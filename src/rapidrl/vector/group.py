@@ -162,7 +162,6 @@ class EnvGroup:
         actions = b.actions.tolist() if self._discrete else b.actions.copy()
         ret, length, reports = self._ret, self._len, self._reports
         m = len(self.envs)
-        shape, dtype = self._obs_shape, self._obs_dtype
         # Per-env scalars are collected in lists and written with one array assignment each:
         # a numpy item write costs as much as a whole small-array write.
         rewards, terms, truncs = [0.0] * m, [False] * m, [False] * m
@@ -175,15 +174,7 @@ class EnvGroup:
                 reward, terminated, truncated, info = into(env, actions[j], obs)
             else:
                 obs, reward, terminated, truncated, info = env.step(actions[j])
-                # The cheap check (class docstring); a non-array (no .shape: a list) costs
-                # nothing until it happens.
-                try:
-                    if obs.shape != shape or (
-                        obs.dtype is not dtype and obs.dtype != self._obs_dtype_ok
-                    ):
-                        obs = self.checked_obs(j, obs, "step")
-                except AttributeError:
-                    obs = self.checked_obs(j, obs, "step")
+                obs = self.fits(j, obs, "step")
             ret[j] += reward
             length[j] += 1
             ep = info.get("episode") if info else None
@@ -200,14 +191,7 @@ class EnvGroup:
                 ret[j] = 0.0
                 length[j] = 0
                 final_out[j] = obs
-                obs, _ = env.reset()
-                try:
-                    if obs.shape != shape or (
-                        obs.dtype is not dtype and obs.dtype != self._obs_dtype_ok
-                    ):
-                        obs = self.checked_obs(j, obs, "reset")
-                except AttributeError:
-                    obs = self.checked_obs(j, obs, "reset")
+                obs = self.fits(j, env.reset()[0], "reset")
                 obs_out[j] = obs
             elif into is None:
                 obs_out[j] = obs
@@ -219,6 +203,19 @@ class EnvGroup:
         b.episode_end[:] = ends
         b.episode_return[:] = ep_ret
         b.episode_length[:] = ep_len
+
+    def fits(self, j: int, obs, call: str):
+        """The cheap per-step check (class docstring): an array of the space's shape and an
+        accepted dtype passes as it is; anything else goes through :meth:`checked_obs`. A
+        non-array (no ``.shape``: a list) costs nothing until it happens."""
+        try:
+            if obs.shape == self._obs_shape and (
+                obs.dtype is self._obs_dtype or obs.dtype == self._obs_dtype_ok
+            ):
+                return obs
+        except AttributeError:
+            pass
+        return self.checked_obs(j, obs, call)
 
     def checked_obs(self, j: int, obs, call: str) -> np.ndarray:
         """``obs`` of env ``j`` as an array that fits the observation space, or a ValueError
