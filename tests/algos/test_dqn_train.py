@@ -20,7 +20,8 @@ import torch
 from rapidrl import cli
 from rapidrl.algos.dqn.actor import ActorDiedError
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
-from rapidrl.algos.dqn.train import make_q_network, train
+from rapidrl.algos.dqn.learner import make_q_network
+from rapidrl.algos.dqn.train import train
 from rapidrl.train import CheckpointError, load_latest, read_metrics
 from rapidrl.train.testing import assert_same
 
@@ -382,7 +383,8 @@ def test_presets_validate_and_document_every_field():
     r = PRESETS["rainbow"]
     assert r.n_step == 3 and r.double and r.dueling and r.noisy and r.prioritized
     assert r.distributional and r.update_batch == 32
-    lines = inspect.getsource(DQNConfig).splitlines()
+    # The class and its base (TrainerConfig: the fields every trainer shares).
+    lines = [ln for cls in DQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for f in dataclasses.fields(DQNConfig):
         # A docstring right under every field.
         i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"{f.name}:"))
@@ -408,6 +410,8 @@ def test_help_lists_every_field(capsys):
         (["--num-envs", "4", "--actor-processes", "3"], "multiple of --actor-processes"),
         (["--env", "pongg"], "did you mean"),
         (["--resume", "/nonexistent/run"], "no config.json"),
+        (["--obs-size", "32"], "use --torso small for smaller frames"),
+        (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):

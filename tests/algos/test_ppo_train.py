@@ -23,16 +23,15 @@ import torch
 from rapidrl import cli
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.gae import gae
-from rapidrl.algos.ppo.memory_envs import CARTPOLE_NO_VEL, MemoryEnvFactory
-from rapidrl.algos.ppo.train import (
-    LSTM_PRESETS,
-    RolloutBatch,
+from rapidrl.algos.ppo.learner import (
+    TrainBatch,
     adapt_lr,
     make_policy,
     rollout_advantages,
-    train,
     update_policy,
 )
+from rapidrl.algos.ppo.train import LSTM_PRESETS, train
+from rapidrl.envs.memory import CARTPOLE_NO_VEL, MemoryEnvFactory
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import load_latest, read_metrics
 from rapidrl.train.testing import assert_same
@@ -165,7 +164,7 @@ def test_rollout_advantages_of_ragged_envs_match_the_definition():
     torch.testing.assert_close(adv2, ref)
 
 
-def synthetic_batch(net, t_len, n_env, *, ragged: bool, seed: int = 0) -> RolloutBatch:
+def synthetic_batch(net, t_len, n_env, *, ragged: bool, seed: int = 0) -> TrainBatch:
     """A rollout with episode starts inside it, old log-probs/values from ``net`` itself."""
     g = torch.Generator().manual_seed(seed)
     obs = torch.randn(t_len, n_env, *net.obs_shape, generator=g)
@@ -181,7 +180,7 @@ def synthetic_batch(net, t_len, n_env, *, ragged: bool, seed: int = 0) -> Rollou
         lengths[0] = t_len
     valid = torch.arange(t_len)[:, None] < lengths[None]
     adv = torch.randn(t_len, n_env, generator=g)
-    return RolloutBatch(
+    return TrainBatch(
         obs, actions, old.logprob, old.values, adv, old.values + adv, starts, valid, lengths, state
     )
 
@@ -430,7 +429,8 @@ def test_presets_validate_and_document_every_field():
     assert lstm.recurrent and lstm.sequence_mode == "packed"
     assert dataclasses.replace(lstm, recurrent=False, sequence_mode="packed") == p
     assert all(cfg.recurrent for cfg in LSTM_PRESETS.values())
-    lines = inspect.getsource(PPOConfig).splitlines()
+    # The class and its base (TrainerConfig: the fields every trainer shares).
+    lines = [ln for cls in PPOConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for f in dataclasses.fields(PPOConfig):
         i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"{f.name}:"))
         assert lines[i + 1].strip().startswith('"""'), f.name

@@ -284,7 +284,8 @@ def test_presets_validate_and_document_every_field():
     assert (f.num_envs, f.num_steps, f.obs_size) == (32, 32, 64)
     assert f.rollout_steps // f.minibatches == p.rollout_steps // p.minibatches  # minibatch 128
     assert PQNConfig() == p  # the dataclass defaults are the paper's settings
-    lines = inspect.getsource(PQNConfig).splitlines()
+    # The class and its base (TrainerConfig: the fields every trainer shares).
+    lines = [ln for cls in PQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for fld in dataclasses.fields(PQNConfig):
         i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"{fld.name}:"))
         assert lines[i + 1].strip().startswith('"""'), fld.name

@@ -2,13 +2,14 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
 from rapidrl.algos.dqn.config import PRESETS as DQN_PRESETS
-from rapidrl.algos.dqn.train import make_q_network
+from rapidrl.algos.dqn.learner import make_q_network
 from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
-from rapidrl.algos.ppo.train import make_policy
+from rapidrl.algos.ppo.learner import make_policy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import (
     NatureCNN,
@@ -18,6 +19,7 @@ from rapidrl.nets.torso import (
     resolve_precision,
     use_precision,
 )
+from rapidrl.train import list_checkpoints
 
 
 def _obs(n: int = 8) -> torch.Tensor:
@@ -175,3 +177,30 @@ def test_ppo_policy_for_smaller_frames(torso, size):
     logits, values = net(obs)
     assert logits.shape == (5, 6) and values.shape == (5,)
     assert isinstance(net.torso, SmallCNN if torso == "small" else NatureCNN)
+
+
+@pytest.mark.parametrize("torso, size", [("nature", 64), ("small", 42)])
+def test_dqn_q_network_for_smaller_frames(torso, size):
+    cfg = dataclasses.replace(DQN_PRESETS["fast"], obs_size=size, torso=torso, precision="fp32")
+    q = make_q_network(cfg, (4, size, size), 6)
+    obs = torch.randint(0, 256, (5, 4, size, size), dtype=torch.uint8)
+    assert q(obs).shape == (5, 6)
+    assert isinstance(q.torso, SmallCNN if torso == "small" else NatureCNN)
+
+
+def test_dqn_obs_size_reaches_the_env_and_the_replay(tmp_path):
+    """``--obs-size 64`` on Pong: the Atari stack gives 64x64 frames, the replay stores them,
+    the network takes them (a few real updates)."""
+    from rapidrl.algos.dqn.train import train
+
+    cfg = dataclasses.replace(
+        DQN_PRESETS["fast"], obs_size=64, num_envs=2, backend="serial", buffer_size=1_000,
+        learning_starts=200, max_frames=1_200, log_every_seconds=0, log_every_frames=400,
+        checkpoint_every_seconds=1e9, no_progress=True, tensorboard=False, torch_threads=1,
+        run_dir=str(tmp_path / "run"), save_replay=True,
+    )  # fmt: skip
+    summary = train(cfg)
+    assert summary["updates"] > 0
+    ckpt = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
+    with np.load(str(ckpt).replace(".pt", ".npz")) as z:
+        assert z["frames"].shape[-2:] == (64, 64)

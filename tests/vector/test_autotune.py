@@ -64,8 +64,9 @@ def test_auto_builds_an_inline_layout(cache_dir):
 
 def test_auto_falls_back_to_the_default_layout_with_a_message(cache_dir, caplog, monkeypatch):
     import rapidrl.vector as vector
+    from rapidrl import hardware
 
-    monkeypatch.setattr(vector, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(hardware, "cpu_count", lambda: 2)
     assert vector.default_layout(8) == {"num_workers": 2, "inline": True, "spin": 0.002}
     assert vector.default_layout(1) == {"num_workers": 1}
     with caplog.at_level(logging.INFO, logger="rapidrl.vector"):

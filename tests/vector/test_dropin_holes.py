@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-import rapidrl.vector as vector
+import rapidrl.vector.make as vector_make
 from rapidrl.envs import UnknownEnvError
 from rapidrl.vector import EnvWorkerError, make_vec
 from rapidrl.vector.autotune_cache import autotune_path, cache_key, save_autotune
@@ -149,7 +149,7 @@ def test_unknown_env_id_is_the_registry_error_before_any_worker(backend, monkeyp
 )
 def test_stale_autotune_entry_falls_back_with_a_warning(entry, tmp_path, monkeypatch):
     monkeypatch.setenv("RAPIDRL_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(vector, "default_layout", lambda n: {"num_workers": 1})  # 1 process
+    monkeypatch.setattr(vector_make, "default_layout", lambda n: {"num_workers": 1})  # 1 process
     save_autotune("CartPole-v1", 2, {"backend": "serial"})
     data = json.loads(autotune_path().read_text())  # hand-edit it, as a user might
     data["entries"][cache_key("CartPole-v1", 2)].update(entry)

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rapidrl.nets.exploration import epsilon_greedy_torch
+
 __all__ = [
     "ActorCriticPolicy",
     "Policy",
@@ -100,11 +102,8 @@ class QPolicy(nn.Module):
         greedy = self.q(obs).argmax(-1)
         if epsilon is None:
             return {"actions": greedy}
-        b = greedy.shape[0]
-        eps = torch.as_tensor(epsilon, dtype=torch.float32).expand(b)
-        explore = torch.rand(b) < eps
-        random = torch.randint(self.n_actions, (b,))
-        return {"actions": torch.where(explore, random, greedy)}
+        eps = torch.as_tensor(epsilon, dtype=torch.float32).expand(greedy.shape[0])
+        return {"actions": epsilon_greedy_torch(greedy, eps, self.n_actions)}
 
 
 class ActorCriticPolicy(nn.Module):

@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from rapidrl.config import ConfigError, ray_workers
+from rapidrl.config import RAY_SERIAL, ConfigError, ray_workers
 from rapidrl.distributed.batches import RolloutBatch, TransitionBatch
-from rapidrl.distributed.sampler import RaySampler, require_ray
+from rapidrl.distributed.sampler import RaySampler, SerialSampler, require_ray
 
 __all__ = [
     "RAY_COLUMNS",
@@ -31,9 +31,11 @@ RAY_COLUMNS = ("ray_workers", "ray_nodes", "ray_restarts", "ray_failures", "ray_
 """Metric columns of a Ray run (see :meth:`RayStats.columns`)."""
 
 
-def check_ray() -> None:
+def check_ray(address: str | None = None) -> None:
     """``ConfigError`` naming the install command when Ray is missing (checked before a run
-    directory is made)."""
+    directory is made). ``--ray serial`` needs no Ray."""
+    if address == RAY_SERIAL:
+        return
     try:
         require_ray()
     except ImportError as exc:
@@ -55,15 +57,29 @@ def start_sampler(
     env_options: Any,
     seed: int,
     publish_every: int = 1,
-) -> RaySampler:
+) -> RaySampler | SerialSampler:
     """A :class:`RaySampler` for ``cfg`` (a DQN or PPO config with ``cfg.ray`` set).
 
     ``cfg.ray == "local"`` starts a new Ray instance on this machine (``ray.init(address=
-    "local")``, stopped again by ``sampler.shutdown()``); any other value is the address of a
-    running cluster. Failures a user can fix (no connection, not enough CPUs for the workers)
-    raise ``ConfigError``.
+    "local")``, stopped again by ``sampler.shutdown()``); ``"serial"`` gives a
+    :class:`SerialSampler` (the same workers in this process, no Ray; ``workers auto`` = 1); any
+    other value is the address of a running cluster. Failures a user can fix (no connection, not
+    enough CPUs for the workers) raise ``ConfigError``.
     """
     vec_kwargs = {"num_workers": cfg.num_workers} if cfg.num_workers is not None else None
+    if cfg.ray == RAY_SERIAL:
+        workers = ray_workers(cfg.workers)
+        return SerialSampler(
+            env,
+            policy_factory,
+            1 if workers == "auto" else workers,
+            cfg.envs_per_worker,
+            backend=worker_backend(cfg.backend),
+            env_options=env_options,
+            vec_kwargs=vec_kwargs,
+            seed=seed,
+            publish_every=publish_every,
+        )
     try:
         return RaySampler(
             env,
@@ -86,13 +102,18 @@ def start_sampler(
         ) from exc
 
 
-def learner_threads(sampler: RaySampler, requested: int, cpus_per_worker: float) -> int:
+def learner_threads(
+    sampler: RaySampler | SerialSampler, requested: int, cpus_per_worker: float
+) -> int:
     """Torch threads of the learner: ``requested`` if set, else this machine's CPUs minus those
-    reserved by the workers that run on this node (at least 1)."""
-    from rapidrl.train.loop import cpu_count
+    reserved by the workers that run on this node (at least 1); every CPU with a
+    :class:`SerialSampler` (its workers take turns with the learner)."""
+    from rapidrl.hardware import cpu_count
 
     if requested:
         return int(requested)
+    if isinstance(sampler, SerialSampler):
+        return cpu_count()
     ray = require_ray()
     try:
         here = ray.get_runtime_context().get_node_id()
@@ -111,7 +132,7 @@ class RayStats:
     (``frames_by_node``: emulator frames each Ray node delivered).
     """
 
-    def __init__(self, sampler: RaySampler, address: str):
+    def __init__(self, sampler: RaySampler | SerialSampler, address: str):
         self.sampler = sampler
         self.address = address
         self.frames_by_node: Counter[str] = Counter()

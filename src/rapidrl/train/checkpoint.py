@@ -35,7 +35,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rapidrl.train.run import atomic_write, atomic_write_text, config_diff, config_to_dict
+from rapidrl.train.run import (
+    atomic_write,
+    atomic_write_text,
+    config_diff,
+    config_to_dict,
+    list_checkpoints,
+)
 from rapidrl.train.seeding import get_rng_states, set_rng_states
 
 __all__ = [
@@ -50,7 +56,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 # What a refused load names in torch's message: "Unsupported global: GLOBAL module.Name ...".
 _REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")
 _LIST_MAX = 8  # names listed in an error before "and N more"
@@ -93,19 +98,6 @@ class CheckpointMismatchError(CheckpointError):
 
 def _ckpt_name(frames: int) -> str:
     return f"ckpt-{frames:012d}.pt"
-
-
-def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
-    """``ckpt-*.pt`` files in ``directory``, oldest first by frame count ([] if none/absent)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    found = []
-    for p in directory.iterdir():
-        m = _NAME.match(p.name)
-        if m and p.is_file():
-            found.append((int(m.group(1)), p))
-    return [p for _, p in sorted(found)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,18 +7,20 @@ devices and thread counts, the env seeds of a (re)start, the command-line rule f
 and :class:`RunSession`: the metrics log, progress bar, stop check, summary and learning curve
 around every training loop (DQN, PPO, and their Ray loops).
 
-Extracted from the DQN trainer's conventions so that PPO follows them exactly; the DQN trainer
-keeps private copies of the row/checkpoint cadence for now.
+Also the pieces with no algorithm in them: :class:`LogEvent` (what ``train(..., on_log=fn)``
+hands ``fn``), :func:`env_options` (a config's ``make_env`` options) and :func:`num_threads`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,11 +36,14 @@ from rapidrl.train.run import RunDir
 
 __all__ = [
     "Every",
+    "LogEvent",
     "RunSession",
     "atari_env_options",
     "cpu_count",
+    "env_options",
     "flag_value",
     "load_run_config",
+    "num_threads",
     "parse_with_resume",
     "resolve_device",
     "resolve_stop_score",
@@ -104,6 +109,44 @@ def atari_env_options(
     return options
 
 
+def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
+    """The ``make_env`` options of a trainer config (its ``episodic_life``, ``clip_rewards``,
+    ``noop_max``, ``sticky_actions`` and ``obs_size`` fields; Atari ids only)."""
+    return atari_env_options(
+        is_atari,
+        episodic_life=cfg.episodic_life,
+        clip_rewards=cfg.clip_rewards,
+        noop_max=cfg.noop_max,
+        sticky_actions=cfg.sticky_actions,
+        screen_size=getattr(cfg, "obs_size", 84),
+    )
+
+
+@dataclasses.dataclass
+class LogEvent:
+    """What ``train(..., on_log=fn)`` hands ``fn`` after every metrics row (every trainer);
+    ``fn`` returning True stops the run like Ctrl-C (checkpoint, summary)."""
+
+    frames: int
+    row: dict[str, Any]
+    run_dir: Path
+    actor_pids: list[int | None] = dataclasses.field(default_factory=list)
+    """Pids of the processes that step the envs for this run (actor processes, Ray workers)."""
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Torch runs on ``n`` threads inside the block (e.g. acting on small batches: 1 thread)."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)
+
+
 def stop_reason(
     *,
     interrupted: bool,
@@ -139,13 +182,10 @@ class RunSession:
             with StopOnInterrupt() as stop:
                 while not session.should_stop(stop, frames):
                     ...                              # the algorithm's iteration
-                    session.log_row(frames, row)     # when a row is due
-                    if on_log is not None and on_log(event):
-                        session.callback_stop = True
-            ...                                      # a last checkpoint
-            if frames != session.last_row_frames:
-                session.log_row(frames, row)
-            summary = session.finish(frames, steps=..., updates=..., title="PPO CartPole-v1")
+                    session.cadence(frames, log_every=..., ckpt_every=..., row=..., save=...,
+                                    on_log=on_log)   # a row / a checkpoint when due
+            summary = session.end(frames, row=..., save=..., steps=..., updates=...,
+                                  title="PPO CartPole-v1")  # last checkpoint, row, summary
         finally:
             session.close()
             envs.close()
@@ -232,6 +272,48 @@ class RunSession:
         assert self.log is not None, "open() first"
         self.log.log(frames, row)
         self.last_row_frames = frames
+
+    def cadence(
+        self,
+        frames: int,
+        *,
+        log_every: Every,
+        ckpt_every: Every,
+        row: Callable[[], Mapping[str, Any]],
+        save: Callable[[int], None],
+        on_log: Callable[[LogEvent], bool | None] | None = None,
+        pids: Sequence[int | None] = (),
+    ) -> None:
+        """The last step of every loop's iteration, at ``frames``: a metrics row (``row()``)
+        when ``log_every`` is due, handed to ``on_log`` (True stops the run like Ctrl-C; ``pids``:
+        the processes stepping the envs); a checkpoint (``save(frames)``) when ``ckpt_every`` is
+        due."""
+        if log_every.due(frames):
+            log_every.mark(frames)
+            values = row()
+            self.log_row(frames, values)
+            if on_log is not None and on_log(
+                LogEvent(frames, dict(values), self.run.path, list(pids))
+            ):
+                self.callback_stop = True
+        if ckpt_every.due(frames):
+            ckpt_every.mark(frames)
+            save(frames)
+
+    def end(
+        self,
+        frames: int,
+        *,
+        row: Callable[[], Mapping[str, Any]],
+        save: Callable[[int], None],
+        **summary: Any,
+    ) -> dict[str, Any]:
+        """The end of every loop: a last checkpoint, a last row (unless one was just logged at
+        ``frames``), then :meth:`finish` with ``summary`` (steps, updates, title, ...)."""
+        save(frames)
+        if frames != self.last_row_frames:
+            self.log_row(frames, row())
+        return self.finish(frames, **summary)
 
     def finish(
         self,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 __all__ = [
+    "CHECKPOINT_NAME",
     "RunDir",
     "atomic_write",
     "atomic_write_text",
@@ -34,12 +35,29 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "flatten_dict",
+    "list_checkpoints",
     "load_config",
     "read_config_json",
     "save_config",
 ]
 
 T = TypeVar("T")
+
+CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+"""The file name of a checkpoint in a run's ``checkpoints/`` folder (group 1: its frames)."""
+
+
+def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """``ckpt-*.pt`` files in ``directory``, oldest first by frame count ([] if none/absent)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = []
+    for p in directory.iterdir():
+        m = CHECKPOINT_NAME.match(p.name)
+        if m and p.is_file():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -420,8 +438,6 @@ class RunDir:
         return self.path / "learning_curve.png"
 
     def has_checkpoints(self) -> bool:
-        from rapidrl.train.checkpoint import list_checkpoints
-
         return bool(list_checkpoints(self.checkpoints))
 
     # --- config ---------------------------------------------------------------------------

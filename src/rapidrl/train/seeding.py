@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["get_rng_states", "seed_everything", "set_rng_states"]
+__all__ = ["get_rng_states", "seed_everything", "seed_of", "set_rng_states"]
 
 
 def seed_everything(seed: int, *, deterministic: bool = False) -> np.random.Generator:
@@ -33,6 +33,13 @@ def seed_everything(seed: int, *, deterministic: bool = False) -> np.random.Gene
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.benchmark = False
     return np.random.default_rng(seed)
+
+
+def seed_of(*keys: int) -> int:
+    """A 32-bit seed derived from ``keys`` (e.g. ``seed_of(cfg.seed, 1)`` for the explorer's
+    generator, ``seed_of(cfg.seed, 2)`` for the minibatch shuffler): independent streams from
+    one run seed."""
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
 
 
 def _generators(np_rng: np.random.Generator | Mapping[str, np.random.Generator] | None):

@@ -1,7 +1,7 @@
 """Parent-side bookkeeping shared by every backend: workers, env states, batches, faults.
 
 A vector env here is a list of *workers*, each owning a contiguous range of env ids and one
-group (:mod:`rapidrl.vector.group`) that writes that range of the shared :class:`Buffers`:
+group (:mod:`rapidrl.vector.group`) that writes that range of the shared :class:`StepArrays`:
 
 - :class:`LocalWorker` runs its group in this process (``serial``: one Python :class:`EnvGroup`;
   ``ale``/``envpool``: native vectorizers whose ``end`` blocks in C++ with the GIL released);
@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from rapidrl.vector.api import EnvWorkerError, VectorEnv, VectorEnvError, WorkerDiedError
-from rapidrl.vector.buffers import Buffers
+from rapidrl.vector.step_arrays import StepArrays
+from rapidrl.vector.supervise import LIVENESS_PERIOD
 
 log = logging.getLogger("rapidrl.vector")
 
 WAITING, PENDING, STEPPING, READY = 0, 1, 2, 3
-_LIVENESS_PERIOD = 0.5  # s: how often a wait re-checks is_alive() on top of the sentinels
 
 
 class Worker:
@@ -98,7 +98,7 @@ class LocalWorker(Worker):
     def __init__(self, index: int, start: int, stop: int, make_group, group=None):
         super().__init__(index, start, stop)
         self._make_group = make_group
-        self._bufs: Buffers | None = None
+        self._bufs: StepArrays | None = None
         self._error: BaseException | None = None
         self.group = group if group is not None else self.build_group()
 
@@ -110,7 +110,7 @@ class LocalWorker(Worker):
             raise env_error(group, self.start, self.env_ids, "make", exc) from exc
         return group
 
-    def attach(self, bufs: Buffers) -> None:
+    def attach(self, bufs: StepArrays) -> None:
         self._bufs = bufs
         self.group.attach(bufs.rows(self.start, self.stop))
 
@@ -146,7 +146,7 @@ class LocalWorker(Worker):
         self._bufs = None
 
 
-class _Resources:
+class WorkerResources:
     """What must be released even if the vector env is never closed (weakref finalizer)."""
 
     def __init__(self, workers: list[Worker], extra=()):
@@ -188,7 +188,7 @@ class BatchedVectorEnv(VectorEnv):
     def __init__(
         self,
         workers: list[Worker],
-        bufs: Buffers,
+        bufs: StepArrays,
         single_observation_space,
         single_action_space,
         *,
@@ -197,12 +197,12 @@ class BatchedVectorEnv(VectorEnv):
         step_timeout: float = 60.0,
         restart_on_crash: bool = False,
         seed: int | None = None,
-        resources: _Resources | None = None,
+        resources: WorkerResources | None = None,
         name: str = "vector env",
         spin: float = 0.0,
     ):
         self._closed = True  # until fully built (close() / __del__ safe on a failed build)
-        self._resources = resources or _Resources(workers)
+        self._resources = resources or WorkerResources(workers)
         self._finalizer = weakref.finalize(self, self._resources.release)
         self.workers = workers
         self._bufs = bufs
@@ -498,7 +498,7 @@ class BatchedVectorEnv(VectorEnv):
                 self._sweep(0.0)
                 continue
             wait_for = min(w.deadline for w in busy) - now
-            self._sweep(min(wait_for, _LIVENESS_PERIOD))
+            self._sweep(min(wait_for, LIVENESS_PERIOD))
 
     def _sweep(self, timeout: float) -> None:
         """Finish every busy process worker that answered (or died) within ``timeout``."""
@@ -525,7 +525,7 @@ class BatchedVectorEnv(VectorEnv):
             left = w.deadline - time.monotonic()
             if left <= 0:
                 raise w.timeout_error(self.step_timeout)
-            connection.wait(w.wait_objects(), timeout=min(left, _LIVENESS_PERIOD))
+            connection.wait(w.wait_objects(), timeout=min(left, LIVENESS_PERIOD))
         w.finish()
 
     def _on_failure(self, w: Worker, err: VectorEnvError) -> None:

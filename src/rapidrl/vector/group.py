@@ -1,7 +1,7 @@
 """The per-group stepping code, written once: serial runs one group in-process on plain arrays,
 every process worker runs the same class on its rows of the shared-memory arrays.
 
-A *group* owns ``M`` envs and writes step results into given :class:`Buffers` rows. It applies the
+A *group* owns ``M`` envs and writes step results into given :class:`StepArrays` rows. It applies the
 same-step autoreset rule of :mod:`rapidrl.vector.api` and the episode statistics. Native
 vectorizers (``ale``, ``envpool``; :mod:`rapidrl.vector.native`) are groups too: they implement the
 same two calls, ``begin`` (start a ``reset``/``step``) and ``end`` (finish it), so the parent-side
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from rapidrl.vector.buffers import Buffers
+from rapidrl.vector.step_arrays import StepArrays
 
 
 def reports_episode_stats(env: gym.Env) -> bool:
@@ -73,7 +73,7 @@ class EnvGroup:
         self.first_env_id = first_env_id
         self.current: int | None = None
         self.envs: list[gym.Env] = []
-        self.bufs: Buffers | None = None
+        self.bufs: StepArrays | None = None
 
     def build(self) -> None:
         """Make the envs; if a factory raises, close those made (``current`` names the culprit)."""
@@ -112,7 +112,7 @@ class EnvGroup:
         # does not count, its step() may change what the env returns.
         self._step_into = [getattr(type(e), "step_into", None) for e in self.envs]
 
-    def attach(self, bufs: Buffers) -> None:
+    def attach(self, bufs: StepArrays) -> None:
         """Write results into ``bufs`` (exactly this group's rows) from now on."""
         self.bufs = bufs
 

@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 
 from rapidrl.vector.batched import BatchedVectorEnv, LocalWorker
-from rapidrl.vector.buffers import Buffers
+from rapidrl.vector.step_arrays import StepArrays
 
 _NO_LIMIT = 2_000_000_000  # "no frame limit" for the native envs
 
@@ -88,13 +88,13 @@ class _AtariGroupBase:
         self.n, self.first_env_id, self.opts = n, first_env_id, opts
         self.num_threads = num_threads or 0
         self.current = None  # errors name the whole group
-        self.bufs: Buffers | None = None
+        self.bufs: StepArrays | None = None
         self._ret = np.zeros(n, np.float64)
         self._len = np.zeros(n, np.int64)
         self._slot = 0
         self._stepping = False
 
-    def attach(self, bufs: Buffers) -> None:
+    def attach(self, bufs: StepArrays) -> None:
         self.bufs = bufs
 
     def begin(self, cmd: str, *args) -> None:
@@ -357,9 +357,9 @@ class EnvpoolGroup(_AtariGroupBase):
 
 
 def _cpus() -> int:
-    from rapidrl.vector import _cpu_count
+    from rapidrl import hardware
 
-    return _cpu_count()
+    return hardware.cpu_count()
 
 
 def _make_native(
@@ -382,7 +382,7 @@ def _make_native(
             workers.append(LocalWorker(k, k * b, (k + 1) * b, functools.partial(make_group, k * b)))
         g = workers[0].group
         obs_space, act_space = g.single_observation_space, g.single_action_space
-        bufs = Buffers.allocate(Buffers.specs(obs_space, act_space, num_envs))
+        bufs = StepArrays.allocate(StepArrays.specs(obs_space, act_space, num_envs))
         for w in workers:
             w.attach(bufs)
         return BatchedVectorEnv(

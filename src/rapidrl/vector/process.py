@@ -1,7 +1,7 @@
 """Process backends: ``subprocess`` (one env per process), ``hybrid`` (P processes x M envs) and
 ``async`` (the same layout with first-ready batches) are one implementation.
 
-Data path: one ``multiprocessing.shared_memory`` block holds :class:`Buffers` for all envs
+Data path: one ``multiprocessing.shared_memory`` block holds :class:`StepArrays` for all envs
 (observations double-buffered, final observations, actions, rewards, flags, episode stats). Each
 worker runs an :class:`EnvGroup` on its rows and writes results in place; the pipe carries only
 commands (``("step", slot)``, ``("reset", seed, slot)``, ``("close",)``) and acks (``("ok",)`` or
@@ -43,14 +43,14 @@ import gymnasium as gym
 
 from rapidrl.vector.api import EnvWorkerError, MainGuardError, VectorEnvError, WorkerDiedError
 from rapidrl.vector.batched import (
-    _LIVENESS_PERIOD,
     BatchedVectorEnv,
     LocalWorker,
     Worker,
-    _Resources,
+    WorkerResources,
 )
-from rapidrl.vector.buffers import Buffers
 from rapidrl.vector.group import EnvGroup
+from rapidrl.vector.step_arrays import StepArrays
+from rapidrl.vector.supervise import LIVENESS_PERIOD, describe_exit, stop_processes
 
 _CLOSE_TIMEOUT = 2.0  # s: graceful shutdown budget for all workers together
 _START_TIMEOUT = 60.0  # s: at least this for a worker to start, build its envs and attach
@@ -134,7 +134,7 @@ def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: f
         if msg[0] != "attach":
             return
         shm = SharedMemory(name=msg[1])
-        group.attach(Buffers.from_buffer(shm.buf, msg[2]).rows(start, stop))
+        group.attach(StepArrays.from_buffer(shm.buf, msg[2]).rows(start, stop))
         conn.send_bytes(_OK)
         poller = _poller(conn.fileno())
         steps = {data: ("step", slot) for slot, data in enumerate(_STEP)}
@@ -214,7 +214,7 @@ class ProcessWorker(Worker):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise self.timeout_error(timeout)
-            connection.wait([self.conn, self.proc.sentinel], timeout=min(left, _LIVENESS_PERIOD))
+            connection.wait([self.conn, self.proc.sentinel], timeout=min(left, LIVENESS_PERIOD))
         try:
             data = self.conn.recv_bytes()
         except (EOFError, OSError):
@@ -252,16 +252,9 @@ class ProcessWorker(Worker):
         code = self.proc.exitcode
         if code == MAIN_GUARD_EXIT and not self.busy:
             return _main_guard_error(self._ctx.get_start_method())
-        if code is None:
-            how = "closed its pipe but is still running"
-        elif code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            how = f"was killed by {name} (exit code {code})"
-        else:
-            how = f"exited with code {code}"
+        how = describe_exit(code)
+        how = "closed its pipe but is still running" if code is None else how
+        how = f"was {how}" if code is not None and code < 0 else how
         if self.busy:
             during = (
                 f" while running {self.busy!r}; pass restart_on_crash=True to make_vec to "
@@ -323,24 +316,8 @@ class ProcessWorker(Worker):
     def close_all(workers: Sequence[ProcessWorker], timeout: float = _CLOSE_TIMEOUT) -> None:
         """Ask every worker to stop, wait for all under one deadline, then terminate/kill."""
         workers = [w for w in workers if w.proc is not None]
+        stop_processes([w.proc for w in workers], [w.conn for w in workers], ("close",), timeout)
         for w in workers:
-            if w.proc.is_alive() and not w._broken:
-                try:
-                    w.conn.send(("close",))
-                except (OSError, ValueError):
-                    pass
-        deadline = time.monotonic() + timeout
-        for w in workers:
-            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        for w in workers:
-            if w.proc.is_alive():
-                w.proc.terminate()
-        for w in workers:
-            w.proc.join(timeout=1.0)
-            if w.proc.is_alive():
-                w.proc.kill()
-                w.proc.join(timeout=5.0)
-            w.conn.close()
             try:
                 w.proc.close()
             except ValueError:
@@ -383,7 +360,7 @@ def make_process_vec(
     ranges = split_envs(len(env_fns), num_workers)
     ctx = get_context(context)
     workers: list[Worker] = []
-    resources = _Resources(workers)
+    resources = WorkerResources(workers)
     try:
         procs = ranges[:-1] if inline else ranges
         for k, (a, b) in enumerate(procs):
@@ -406,10 +383,10 @@ def make_process_vec(
                     f"worker {w.index} (envs {w.env_ids}) has spaces {o}, {a}; worker 0 has "
                     f"{obs_space}, {act_space}: all envs of a vector env need the same spaces"
                 )
-        specs = Buffers.specs(obs_space, act_space, len(env_fns))
-        shm = SharedMemory(create=True, size=Buffers.nbytes(specs))
+        specs = StepArrays.specs(obs_space, act_space, len(env_fns))
+        shm = SharedMemory(create=True, size=StepArrays.nbytes(specs))
         resources.extra.append(lambda: _free_shm(shm))
-        bufs = Buffers.from_buffer(shm.buf, specs)
+        bufs = StepArrays.from_buffer(shm.buf, specs)
         for w in workers:
             if isinstance(w, ProcessWorker):
                 w.attach(shm.name, specs)

@@ -24,6 +24,7 @@ joins, then terminates and kills stragglers, and unlinks every shared block.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -39,9 +40,13 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 
+from rapidrl.nets.exploration import epsilon_greedy
+from rapidrl.train.schedules import linear_schedule
+from rapidrl.vector.step_arrays import block_layout
+from rapidrl.vector.supervise import describe_exit, stop_processes
+
 __all__ = ["ActorDiedError", "ActorError", "ActorPool", "SharedArrays", "StepBatch"]
 
-_ALIGN = 64
 _POLL_S = 0.5  # period of liveness checks inside long waits
 
 
@@ -63,21 +68,15 @@ class SharedArrays:
 
     def __init__(self, shm: SharedMemory, specs: Mapping[str, tuple[tuple[int, ...], str]], owner):
         self.shm, self.specs, self.owner = shm, dict(specs), owner
-        self.arrays: dict[str, np.ndarray] = {}
-        offset = 0
-        for name, (shape, dtype) in self.specs.items():
-            dt = np.dtype(dtype)
-            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-            self.arrays[name] = np.ndarray(shape, dtype=dt, buffer=shm.buf, offset=offset)
-            offset += -(-n // _ALIGN) * _ALIGN
+        offsets, _ = block_layout(_sizes(self.specs))
+        self.arrays: dict[str, np.ndarray] = {
+            name: np.ndarray(shape, dtype=np.dtype(dtype), buffer=shm.buf, offset=offset)
+            for (name, (shape, dtype)), offset in zip(self.specs.items(), offsets)
+        }
 
     @staticmethod
     def nbytes(specs: Mapping[str, tuple[tuple[int, ...], str]]) -> int:
-        total = 0
-        for shape, dtype in specs.values():
-            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            total += -(-n // _ALIGN) * _ALIGN
-        return max(total, _ALIGN)
+        return block_layout(_sizes(specs))[1]
 
     @classmethod
     def create(cls, specs) -> SharedArrays:
@@ -110,6 +109,13 @@ class SharedArrays:
             except FileNotFoundError:
                 pass
             self.owner = False
+
+
+def _sizes(specs: Mapping[str, tuple[tuple[int, ...], str]]) -> list[int]:
+    return [
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for shape, dtype in specs.values()
+    ]
 
 
 def ring_specs(slots: int, num_envs: int, obs_shape, obs_dtype) -> dict:
@@ -165,10 +171,12 @@ class ActorSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _linear(start: float, end: float, duration: int, t: int) -> float:
-    if duration <= 0 or t >= duration:
-        return end
-    return start + (end - start) * t / duration
+def _greedy(q: torch.nn.Module, obs: np.ndarray, noise: torch.Generator | None) -> np.ndarray:
+    """Greedy actions of the acting copy (a noisy net draws new noise from ``noise``)."""
+    if noise is not None:
+        q.reset_noise(noise)
+    with torch.no_grad():
+        return q(torch.from_numpy(obs)).argmax(1).numpy()
 
 
 def _load_weights(q: torch.nn.Module, weights: SharedArrays) -> None:
@@ -228,17 +236,9 @@ def actor_main(spec: ActorSpec, conn, lock) -> None:
                     _load_weights(q, weights)
                 finally:
                     lock.release()
-            eps = _linear(*spec.epsilon, steps)
-            explore = rng.random(spec.num_envs) < eps
-            random_actions = rng.integers(n_actions, size=spec.num_envs)
-            if explore.all():
-                actions = random_actions
-            else:
-                if spec.noisy:
-                    q.reset_noise(gen)
-                with torch.no_grad():
-                    greedy = q(torch.from_numpy(obs)).argmax(1).numpy()
-                actions = np.where(explore, random_actions, greedy)
+            eps = linear_schedule(*spec.epsilon, steps)
+            greedy = functools.partial(_greedy, q, obs, gen if spec.noisy else None)
+            actions = epsilon_greedy(rng, eps, n_actions, spec.num_envs, greedy)
             next_obs, rewards, terminated, truncated, infos = envs.step(actions)
             done = terminated | truncated
             ring["obs"][s] = obs
@@ -295,17 +295,6 @@ class StepBatch:
 
 
 _EXIT_GRACE = 2.0  # s: how long a closed pipe's actor gets to be reaped before we report it
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class ActorPool:
@@ -488,7 +477,7 @@ class ActorPool:
         p.join(_EXIT_GRACE)
         self._check_alive()
         raise ActorDiedError(
-            f"actor process {a} (pid {p.pid}) closed its pipe and is {_describe_exit(p.exitcode)} "
+            f"actor process {a} (pid {p.pid}) closed its pipe: {describe_exit(p.exitcode)} "
             f"after {_EXIT_GRACE:g} s; the learner stops here"
         ) from None
 
@@ -505,7 +494,7 @@ class ActorPool:
                 except (EOFError, OSError):
                     pass
                 raise ActorDiedError(
-                    f"actor process {a} (pid {p.pid}) died: {_describe_exit(p.exitcode)}. "
+                    f"actor process {a} (pid {p.pid}) died: {describe_exit(p.exitcode)}. "
                     "The learner stops here; resume from the last checkpoint with --resume "
                     "RUN_DIR (or run with --actor-processes 0 to act in the learner process)"
                 )
@@ -515,23 +504,7 @@ class ActorPool:
         if self._closed:
             return
         self._closed = True
-        for conn in self._conns:
-            try:
-                conn.send(("stop",))
-            except Exception:
-                pass
-        deadline = time.monotonic() + timeout
-        for p in self.procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(1.0)
-            if p.is_alive():
-                p.kill()
-                p.join(1.0)
-        for conn in self._conns:
-            conn.close()
+        stop_processes(self.procs, self._conns, ("stop",), timeout)
         for ring in self._rings:
             ring.close()
         if getattr(self, "_weights", None) is not None:

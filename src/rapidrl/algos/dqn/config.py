@@ -30,7 +30,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, ray_workers
+from rapidrl.config import ConfigError, TrainerConfig, flag_name, need, ray_workers
 
 __all__ = ["DQNConfig", "PRESETS"]
 
@@ -38,25 +38,13 @@ Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "env
 
 
 @dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(TrainerConfig):
     """Train a DQN-family agent (DQN, double, dueling, n-step, prioritized, noisy, C51,
     Rainbow). Steps are agent steps summed over envs; frames are emulator frames (steps x
     frame_skip). After every steps_per_update steps comes one update on batch_size x
     steps_per_update transitions."""
 
     # --- environment ------------------------------------------------------------------------
-    env: str = "pong"
-    """Env id or alias: pong, ALE/Pong-v5, PongNoFrameskip-v4, CartPole-v1, ... (rapidrl envs)."""
-    episodic_life: bool = True
-    """Atari: a lost life ends the learner's episode (terminated: no bootstrap) while the game
-    and its score go on. Ignored off Atari."""
-    clip_rewards: bool = True
-    """Atari: learn from sign(reward); episode scores are always the real ones. Ignored off
-    Atari."""
-    noop_max: int = 30
-    """Atari: up to this many no-ops after each game reset (random starts). Ignored off Atari."""
-    sticky_actions: float = 0.0
-    """Atari: ALE repeat_action_probability (0 = the deterministic DQN protocol)."""
     num_envs: int = 1
     """Envs stepped together (one vector step = num_envs agent steps). Acting is batched over
     them, and with a process backend they step while the learner updates."""
@@ -90,6 +78,10 @@ class DQNConfig:
     """C51 support minimum."""
     v_max: float = 10.0
     """C51 support maximum."""
+    torso: Literal["nature", "small"] = "nature"
+    """Atari torso: nature = the Nature-DQN CNN (any obs_size >= 36); small = 4 x conv(32, 3x3,
+    stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Ignored off Atari
+    (an MLP)."""
     head_hidden: int = 0
     """Width of an extra hidden layer per head stream (0: the head is one layer after the
     torso's 512 features)."""
@@ -167,7 +159,8 @@ class DQNConfig:
     the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Ray workers (actors)
     act with fixed Ape-X epsilons (0.4 ** (1 + 7 i / (workers - 1)); all 0 when epsilon_start and
     epsilon_end are 0, e.g. noisy nets) and stream their steps into this process's replay; the
-    learner keeps the replay ratio of the local loop. None: no Ray. See
+    learner keeps the replay ratio of the local loop. serial = the same Ray driver with its workers in this process
+    (no Ray needed; for tests and debugging; workers auto = 1). None: no Ray. See
     rapidrl.algos.dqn.ray_loop."""
     workers: str = "auto"
     """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
@@ -185,36 +178,9 @@ class DQNConfig:
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
     """Stop after this many emulator frames (steps x frame_skip)."""
-    max_minutes: float | None = None
-    """Stop after this many minutes of training (all sessions of a resumed run together)."""
-    stop_at_score: float | Literal["auto"] | None = "auto"
-    """Stop when the mean score of the last score_window episodes exceeds this. auto: 18 on
-    Pong (the 'solved' bar), the env's reward_threshold if it registers one (CartPole-v1: 475),
-    else never. None: never."""
-    score_window: int = 100
-    """Episodes in the moving mean used for stop_at_score and return_mean_100."""
-    run_dir: str | None = None
-    """Run directory (default runs/dqn-<env>-<time>)."""
-    resume: str | None = None
-    """Continue the run in this directory from its newest checkpoint (its config.json gives
-    the defaults; flags still override). See rapidrl.algos.dqn.train for what is exact."""
-    checkpoint_every_seconds: float = 600.0
-    """Checkpoint every this many seconds (and at the end, and on Ctrl-C)."""
-    checkpoint_every_frames: int | None = None
-    """Also checkpoint every this many frames (deterministic points, e.g. for tests)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk."""
     save_replay: bool = False
     """Include the replay buffer in checkpoints (exact resume; ~0.7 GB for 100k Atari
     transitions). Without it a resumed run refills learning_starts transitions first."""
-    log_every_seconds: float = 10.0
-    """A metrics.csv / TensorBoard row every this many seconds (0: off)."""
-    log_every_frames: int | None = None
-    """Also a row every this many frames (deterministic rows, e.g. for tests)."""
-    tensorboard: bool = True
-    """Write TensorBoard events to <run_dir>/tb."""
-    no_progress: bool = False
-    """No progress bar (it is shown only on a terminal anyway)."""
     algo: tyro.conf.Suppress[Literal["dqn"]] = "dqn"
     """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
 
@@ -227,13 +193,8 @@ class DQNConfig:
     def validate(self) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
 
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(msg)
-
-        if self.algo != "dqn":
-            raise ConfigError(f"algo must be 'dqn' for DQNConfig, got {self.algo!r}")
-        for name in (
+        self.validate_common("dqn")
+        self.require_ints(
             "num_envs",
             "batch_size",
             "steps_per_update",
@@ -242,17 +203,15 @@ class DQNConfig:
             "target_sync_steps",
             "max_frames",
             "weight_sync_every",
-            "keep_checkpoints",
-            "score_window",
-        ):
+        )
+        for name in ("learning_starts", "epsilon_decay_steps", "actor_processes"):
             v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"--{_flag(name)} must be an int >= 1, got {v!r}",
-            )
-        for name in ("learning_starts", "noop_max", "epsilon_decay_steps", "actor_processes"):
-            v = getattr(self, name)
-            need(isinstance(v, int) and v >= 0, f"--{_flag(name)} must be >= 0, got {v!r}")
+            need(isinstance(v, int) and v >= 0, f"--{flag_name(name)} must be >= 0, got {v!r}")
+        need(
+            self.torso != "nature" or self.obs_size >= 36,
+            f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
+            f"{self.obs_size}; use --torso small for smaller frames",
+        )
         need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
         need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
         need(self.adam_eps > 0, f"--adam-eps must be > 0, got {self.adam_eps}")
@@ -260,9 +219,9 @@ class DQNConfig:
             self.max_grad_norm is None or self.max_grad_norm > 0,
             f"--max-grad-norm must be > 0 or None, got {self.max_grad_norm}",
         )
-        for name in ("epsilon_start", "epsilon_end", "sticky_actions"):
+        for name in ("epsilon_start", "epsilon_end"):
             v = getattr(self, name)
-            need(0.0 <= v <= 1.0, f"--{_flag(name)} must be in [0, 1], got {v}")
+            need(0.0 <= v <= 1.0, f"--{flag_name(name)} must be in [0, 1], got {v}")
         need(
             self.learning_starts <= self.buffer_size,
             f"--learning-starts ({self.learning_starts}) exceeds --buffer-size "
@@ -308,25 +267,7 @@ class DQNConfig:
         need(self.actor_ring_slots >= 0, "--actor-ring-slots must be >= 0 (0: automatic)")
         need(self.actor_timeout_s > 0, "--actor-timeout-s must be > 0")
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
-        need(
-            self.max_minutes is None or self.max_minutes > 0,
-            f"--max-minutes must be > 0 or None, got {self.max_minutes}",
-        )
-        need(self.log_every_seconds >= 0, "--log-every-seconds must be >= 0 (0: off)")
-        need(self.checkpoint_every_seconds > 0, "--checkpoint-every-seconds must be > 0")
-        for name in ("log_every_frames", "checkpoint_every_frames"):
-            v = getattr(self, name)
-            need(v is None or v >= 1, f"--{_flag(name)} must be >= 1 or None, got {v}")
-        if isinstance(self.stop_at_score, str) and self.stop_at_score != "auto":
-            raise ConfigError(
-                f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
-            )
         self._validate_ray(need)
-        if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
-            raise ConfigError(
-                f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
-                "names the run directory to continue"
-            )
 
     def _validate_ray(self, need) -> None:
         ray_workers(self.workers)
@@ -334,7 +275,7 @@ class DQNConfig:
             v = getattr(self, name)
             need(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"--{_flag(name)} must be an int >= 1, got {v!r}",
+                f"--{flag_name(name)} must be an int >= 1, got {v!r}",
             )
         need(
             self.ray_cpus_per_worker > 0,
@@ -342,16 +283,12 @@ class DQNConfig:
         )
         if self.ray is None:
             return
-        need(bool(self.ray.strip()), "--ray needs 'local' or a cluster address")
+        need(bool(self.ray.strip()), "--ray needs 'local', 'serial' or a cluster address")
         need(
             self.actor_processes == 0,
             f"--actor-processes {self.actor_processes} and --ray are two ways to act: with --ray "
             "the Ray workers act (--workers, --envs-per-worker); drop --actor-processes",
         )
-
-
-def _flag(name: str) -> str:
-    return name.replace("_", "-")
 
 
 _REFERENCE = DQNConfig(

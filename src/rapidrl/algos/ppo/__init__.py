@@ -1,11 +1,10 @@
 """PPO and PPO-LSTM: pure, tested pieces (GAE, losses); the trainer is ``rapidrl.algos.ppo.train``.
 
-Importing this package registers the memory env ``rapidrl/CartPoleNoVel-v1`` with gymnasium and
-the PPO policy loader of ``rapidrl eval`` (lazily: ``rapidrl.algos.ppo.train:eval_policy``).
+Importing this package registers the PPO policy loader of ``rapidrl eval`` (lazily:
+``rapidrl.algos.ppo.train:eval_policy``).
 """
 
 from rapidrl.algos.eval import register_policy_loader as _register_policy_loader
-from rapidrl.algos.ppo import memory_envs  # noqa: F401  (registers rapidrl/CartPoleNoVel-v1)
 from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.losses import (
     categorical_entropy,

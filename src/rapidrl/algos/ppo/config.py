@@ -28,7 +28,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, ray_workers
+from rapidrl.config import ConfigError, TrainerConfig, need, ray_workers
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -37,31 +37,13 @@ SequenceMode = Literal["packed", "loop", "packed_sequence"]
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(TrainerConfig):
     """Train PPO or recurrent PPO (--recurrent: an LSTM over whole env sequences, trained with
     one LSTM call per length bucket instead of one per step). One update = a rollout of
     num_steps x num_envs agent steps, then epochs x minibatches gradient steps. Frames are
     emulator frames (agent steps x frame_skip)."""
 
     # --- environment ------------------------------------------------------------------------
-    env: str = "pong"
-    """Env id or alias: pong, ALE/Pong-v5, CartPole-v1, rapidrl/CartPoleNoVel-v1 (CartPole with
-    the velocities hidden, a memory task), ... (rapidrl envs)."""
-    episodic_life: bool = True
-    """Atari: a lost life ends the learner's episode (terminated: no bootstrap, LSTM state reset)
-    while the game and its score go on. Ignored off Atari."""
-    clip_rewards: bool = True
-    """Atari: learn from sign(reward); episode scores are always the real ones. Ignored off
-    Atari."""
-    noop_max: int = 30
-    """Atari: up to this many no-ops after each game reset (random starts). Ignored off Atari."""
-    sticky_actions: float = 0.0
-    """Atari: ALE repeat_action_probability (0 = the deterministic protocol)."""
-    obs_size: int = 84
-    """Atari: frames are resized to obs_size x obs_size (84: the DQN protocol). Smaller frames
-    make the conv torso cheaper: 64 with the Nature CNN trains ~2.2x faster per sample on a
-    2-core CPU (the convolutions are the same, the feature map 4x4 instead of 7x7). Ignored off
-    Atari."""
     num_envs: int = 8
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
     backend: Backend = "auto"
@@ -166,7 +148,8 @@ class PPOConfig:
     the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Each update gathers
     num_steps steps from every env of every Ray worker, all acted with the latest weights (no
     policy lag); the rollout is num_steps x workers x envs_per_worker steps (num_envs, backend
-    layout and env_batch_size do not apply). Feed-forward only. None: no Ray. See
+    layout and env_batch_size do not apply). Feed-forward only. serial = the same Ray driver with its workers in this process
+    (no Ray needed; for tests and debugging; workers auto = 1). None: no Ray. See
     rapidrl.algos.ppo.ray_loop."""
     workers: str = "auto"
     """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
@@ -178,34 +161,6 @@ class PPOConfig:
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
     """Stop after the update that reaches this many emulator frames."""
-    max_minutes: float | None = None
-    """Stop after this many minutes of training (all sessions of a resumed run together)."""
-    stop_at_score: float | Literal["auto"] | None = "auto"
-    """Stop when the mean score of the last score_window episodes exceeds this. auto: 18 on
-    Pong (the 'solved' bar), the env's reward_threshold if it registers one (CartPole-v1: 475),
-    else never. None: never."""
-    score_window: int = 100
-    """Episodes in the moving mean used for stop_at_score and return_mean_100."""
-    run_dir: str | None = None
-    """Run directory (default runs/ppo-<env>-<time>, runs/ppo-lstm-<env>-<time>)."""
-    resume: str | None = None
-    """Continue the run in this directory from its newest checkpoint (its config.json gives
-    the defaults; flags still override). See rapidrl.algos.ppo.train for what is exact."""
-    checkpoint_every_seconds: float = 600.0
-    """Checkpoint every this many seconds (at the end of an update; also at the end, and on
-    Ctrl-C)."""
-    checkpoint_every_frames: int | None = None
-    """Also checkpoint every this many frames (deterministic points, e.g. for tests)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk."""
-    log_every_seconds: float = 10.0
-    """A metrics.csv / TensorBoard row every this many seconds, at the end of an update (0: off)."""
-    log_every_frames: int | None = None
-    """Also a row every this many frames (deterministic rows, e.g. for tests)."""
-    tensorboard: bool = True
-    """Write TensorBoard events to <run_dir>/tb."""
-    no_progress: bool = False
-    """No progress bar (it is shown only on a terminal anyway)."""
     algo: tyro.conf.Suppress[Literal["ppo"]] = "ppo"
     """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
 
@@ -218,38 +173,20 @@ class PPOConfig:
     def validate(self) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
 
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(msg)
-
-        if self.algo != "ppo":
-            raise ConfigError(f"algo must be 'ppo' for PPOConfig, got {self.algo!r}")
-        for name in (
+        self.validate_common("ppo")
+        self.require_ints(
             "num_envs",
             "num_steps",
             "minibatches",
             "epochs",
             "lstm_hidden",
             "max_frames",
-            "keep_checkpoints",
-            "score_window",
-        ):
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"--{_flag(name)} must be an int >= 1, got {v!r}",
-            )
-        need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
-        need(0.0 <= self.sticky_actions <= 1.0, "--sticky-actions must be in [0, 1]")
+        )
         need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
         need(
             0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
         )
         need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
-        need(
-            self.obs_size >= 8,
-            f"--obs-size must be >= 8 pixels, got {self.obs_size}",
-        )
         need(
             self.torso != "nature" or self.obs_size >= 36,
             f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
@@ -318,25 +255,7 @@ class PPOConfig:
             )
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
         need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
-        need(
-            self.max_minutes is None or self.max_minutes > 0,
-            f"--max-minutes must be > 0 or None, got {self.max_minutes}",
-        )
-        need(self.log_every_seconds >= 0, "--log-every-seconds must be >= 0 (0: off)")
-        need(self.checkpoint_every_seconds > 0, "--checkpoint-every-seconds must be > 0")
-        for name in ("log_every_frames", "checkpoint_every_frames"):
-            v = getattr(self, name)
-            need(v is None or v >= 1, f"--{_flag(name)} must be >= 1 or None, got {v}")
-        if isinstance(self.stop_at_score, str) and self.stop_at_score != "auto":
-            raise ConfigError(
-                f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
-            )
         self._validate_ray(need)
-        if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
-            raise ConfigError(
-                f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
-                "names the run directory to continue"
-            )
 
     def _validate_ray(self, need) -> None:
         ray_workers(self.workers)
@@ -351,7 +270,7 @@ class PPOConfig:
         )
         if self.ray is None:
             return
-        need(bool(self.ray.strip()), "--ray needs 'local' or a cluster address")
+        need(bool(self.ray.strip()), "--ray needs 'local', 'serial' or a cluster address")
         if self.recurrent:
             raise ConfigError(
                 "recurrent PPO (ppo-lstm, --recurrent) with --ray is not supported yet: the Ray "
@@ -362,10 +281,6 @@ class PPOConfig:
             "--env-batch-size is for the local vector env; with --ray every worker steps its "
             "envs synchronously: drop --env-batch-size",
         )
-
-
-def _flag(name: str) -> str:
-    return name.replace("_", "-")
 
 
 # The classic Atari settings (Schulman et al. 2017 as in CleanRL's ppo_atari.py): 8 envs x 128

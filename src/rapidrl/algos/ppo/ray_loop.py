@@ -8,7 +8,8 @@ the ``policy_lag`` column shows it) and stack them along the env axis
 (3) GAE (:func:`rapidrl.algos.ppo.gae.gae`) with ``next_values`` from the batch, so a time limit
 bootstraps from ``V(final_obs)`` computed by the worker and the rollout's last step from the value
 of the observation after it; (4) the local loop's update phase,
-:func:`rapidrl.algos.ppo.train.train_on_rollout` (epochs x minibatches of shuffled steps);
+:meth:`rapidrl.algos.ppo.learner.Learner.train_on_rollout` (epochs x minibatches of shuffled
+steps);
 (5) log, checkpoint, check the stop conditions -- all as in the local loop, with the same run
 directory and checkpoints, plus the ``ray_*`` columns and the ``ray`` section of ``summary.json``
 (see :mod:`rapidrl.algos.dqn.ray_loop`).
@@ -37,20 +38,7 @@ import torch
 
 from rapidrl.algos.ppo.config import PPOConfig
 from rapidrl.algos.ppo.gae import gae
-from rapidrl.algos.ppo.memory_envs import MemoryEnvFactory, is_memory_env
-from rapidrl.algos.ppo.train import (
-    METRIC_COLUMNS,
-    LogEvent,
-    RolloutBatch,
-    _metrics_row,
-    _seed_of,
-    anneal_lr,
-    env_options,
-    lr_now,
-    make_policy,
-    start_learner,
-    train_on_rollout,
-)
+from rapidrl.algos.ppo.learner import METRIC_COLUMNS, Learner, TrainBatch, make_policy
 from rapidrl.config import ConfigError
 from rapidrl.distributed.batches import concat_rollouts
 from rapidrl.distributed.policy import ActorCriticPolicy
@@ -62,13 +50,12 @@ from rapidrl.distributed.training import (
     learner_threads,
     start_sampler,
 )
-from rapidrl.train import (
-    RunDir,
-    StopOnInterrupt,
-    seed_everything,
-)
+from rapidrl.train import RunDir, StopOnInterrupt, seed_everything
 from rapidrl.train.loop import (
+    LogEvent,
     RunSession,
+    env_options,
+    num_threads,
     resolve_device,
     resolve_stop_score,
     restart_env_seed,
@@ -92,7 +79,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     cfg.validate()
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
-    check_ray()
+    check_ray(cfg.ray)
     info = resolve_env(cfg.env)
     options = env_options(cfg, info.is_atari)
     frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
@@ -101,11 +88,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     run = RunDir.create(cfg.resume or cfg.run_dir, algo="ppo", env_id=info.env_id, resume=resuming)
     run.save_config(cfg)
     device = resolve_device(cfg.device)
-    threads_before = torch.get_num_threads()
-
     seed_everything(cfg.seed)
-    act_gen = torch.Generator(device=device).manual_seed(_seed_of(cfg.seed, 1))  # checkpointed
-    mb_gen = torch.Generator().manual_seed(_seed_of(cfg.seed, 2))
 
     probe = make_env(cfg.env, **options)
     obs_space, act_space = probe.observation_space, probe.action_space
@@ -113,39 +96,22 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     if not hasattr(act_space, "n"):
         raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
     obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
+    lrn = Learner(cfg, obs_shape, n_actions, device)
+    lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+    c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
+    policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
 
-    net = make_policy(cfg, obs_shape, n_actions, device).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam)
-    policy = ActorCriticPolicy(net)  # what is published: net's weights under "net."
-
-    lrn = start_learner(
-        cfg, run, net=net, opt=opt, act_gen=act_gen, mb_gen=mb_gen, stop_score=stop_score,
-        resuming=resuming, frame_skip=frame_skip,
-    )  # fmt: skip
-    c, tracker, clock, save = lrn.c, lrn.tracker, lrn.clock, lrn.save
-    log_every, ckpt_every = lrn.log_every, lrn.ckpt_every
-
-    # A memory env (rapidrl/CartPoleNoVel-v1) is registered by importing rapidrl.algos.ppo, so
-    # the workers get a factory that registers it there first.
-    env_arg = MemoryEnvFactory(cfg.env, options) if is_memory_env(cfg.env) else cfg.env
     sampler = None
     session = RunSession(
-        run,
-        cfg,
-        algo="ppo",
-        env_id=info.env_id,
-        device=device,
-        tracker=tracker,
-        clock=clock,
-        stop_score=stop_score,
-        recurrent=False,
-    )
+        run, cfg, algo="ppo", env_id=info.env_id, device=device, tracker=tracker, clock=clock,
+        stop_score=stop_score, recurrent=False,
+    )  # fmt: skip
     try:
         sampler = start_sampler(
             cfg,
-            env_arg,
+            cfg.env,
             functools.partial(actor_policy, cfg, obs_shape, n_actions),
-            env_options=options if isinstance(env_arg, str) else None,
+            env_options=options,
             seed=restart_env_seed(cfg.seed, c["steps"]),
         )
         n_envs = sampler.num_workers * sampler.envs_per_worker
@@ -154,13 +120,12 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                 f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
                 f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
             )
-        torch.set_num_threads(learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker))
         stats = RayStats(sampler, cfg.ray)
         last_done = np.ones(n_envs, dtype=bool)  # the next rollout's starts[0]
         lag_acc = [0.0, 0]
 
-        def row_now(frames: int, lr: float) -> dict[str, Any]:
-            row = _metrics_row(c, tracker, clock, frames, lr)
+        def row_now(frames: int) -> dict[str, Any]:
+            row = lrn.metrics_row(frames)
             row["policy_lag"] = lag_acc[0] / lag_acc[1] if lag_acc[1] else 0.0
             lag_acc[:] = [0.0, 0]
             row.update(stats.columns())
@@ -171,77 +136,72 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
             frames=c["steps"] * frame_skip,
             desc=f"ppo {info.env_id} ray x{sampler.num_workers}",
         )
+        threads = learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
+        with num_threads(threads):
+            with StopOnInterrupt() as stop:
+                while not session.should_stop(stop, c["steps"] * frame_skip):
+                    # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
+                    lrn.set_lr(c["steps"] * frame_skip)
 
-        with StopOnInterrupt() as stop:
-            while not session.should_stop(stop, c["steps"] * frame_skip):
-                # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                lr = anneal_lr(opt, cfg, c["steps"] * frame_skip)
+                    # 2. Rollout: num_steps of every env of every worker, all with these weights.
+                    t0 = time.perf_counter()
+                    sampler.set_weights(policy, version=c["updates"], force=True)
+                    try:
+                        rollouts = sampler.collect_rollouts(cfg.num_steps)
+                    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
+                        raise WorkerFailedError(str(exc)) from exc
+                    r = concat_rollouts(rollouts)
+                    c["steps"] += r.meta.env_steps
+                    frames = c["steps"] * frame_skip
+                    for ret, length in zip(
+                        r.meta.episode_returns.tolist(), r.meta.episode_lengths.tolist()
+                    ):
+                        tracker.add_episode(ret, length, frames, clock.seconds)
+                    for part in rollouts:
+                        lag = sampler.policy_lag(part)
+                        stats.add(part, lag)
+                        lag_acc[0] += lag
+                        lag_acc[1] += 1
+                    rollout_s = time.perf_counter() - t0
 
-                # 2. Rollout: num_steps of every env of every worker, all with these weights.
-                t0 = time.perf_counter()
-                sampler.set_weights(policy, version=c["updates"], force=True)
-                try:
-                    rollouts = sampler.collect_rollouts(cfg.num_steps)
-                except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
-                    raise WorkerFailedError(str(exc)) from exc
-                r = concat_rollouts(rollouts)
-                c["steps"] += r.meta.env_steps
-                frames = c["steps"] * frame_skip
-                for ret, length in zip(
-                    r.meta.episode_returns.tolist(), r.meta.episode_lengths.tolist()
-                ):
-                    tracker.add_episode(ret, length, frames, clock.seconds)
-                for part in rollouts:
-                    lag = sampler.policy_lag(part)
-                    stats.add(part, lag)
-                    lag_acc[0] += lag
-                    lag_acc[1] += 1
-                rollout_s = time.perf_counter() - t0
+                    # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs);
+                    #    the last step: V of the observation after the rollout).
+                    t1 = time.perf_counter()
+                    batch = _to_batch(r, last_done, device, cfg.gamma, cfg.gae_lambda)
+                    last_done = r.terminated[-1] | r.truncated[-1]
 
-                # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs);
-                #    the last step: V of the observation after the rollout).
-                t1 = time.perf_counter()
-                batch = _to_batch(r, last_done, device, cfg.gamma, cfg.gae_lambda)
-                last_done = r.terminated[-1] | r.truncated[-1]
+                    # 4. PPO epochs: the local loop's update phase.
+                    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
 
-                # 4. PPO epochs: the local loop's update phase.
-                train_on_rollout(net, opt, batch, cfg, mb_gen, c, rollout_s=rollout_s, t_start=t1)
+                    # 5. Metrics row and checkpoint, by seconds and/or frames.
+                    session.bar.update(frames, tracker, upd=c["updates"])
+                    session.cadence(
+                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
+                        row=functools.partial(row_now, frames), save=lrn.save,
+                        on_log=on_log, pids=sampler.pids,
+                    )  # fmt: skip
 
-                # 5. Metrics row and checkpoint, by seconds and/or frames.
-                if log_every.due(frames):
-                    log_every.mark(frames)
-                    row = row_now(frames, lr)
-                    session.log_row(frames, row)
-                    if on_log is not None and on_log(LogEvent(frames, row, run.path, sampler.pids)):
-                        session.callback_stop = True
-                session.bar.update(frames, tracker, upd=c["updates"])
-                if ckpt_every.due(frames):
-                    ckpt_every.mark(frames)
-                    save(frames)
-
-        # The end: a last checkpoint and row, the summary and the learning curve.
-        frames = c["steps"] * frame_skip
-        save(frames)
-        if frames != session.last_row_frames:
-            session.log_row(frames, row_now(frames, lr_now(opt)))
-        return session.finish(
-            frames,
-            steps=c["steps"],
-            updates=c["updates"],
-            grad_steps=c["grad_steps"],
-            title=f"PPO {info.env_id} (Ray)",
-            extra={"ray": stats.summary()},
-        )
+            # The end: a last checkpoint and row, the summary and the learning curve.
+            frames = c["steps"] * frame_skip
+            return session.end(
+                frames,
+                row=functools.partial(row_now, frames),
+                save=lrn.save,
+                steps=c["steps"],
+                updates=c["updates"],
+                grad_steps=c["grad_steps"],
+                title=f"PPO {info.env_id} (Ray)",
+                extra={"ray": stats.summary()},
+            )
     finally:
         session.close()
         if sampler is not None:
             sampler.shutdown()
-        torch.set_num_threads(threads_before)
 
 
-def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> RolloutBatch:
+def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> TrainBatch:
     """A stacked :class:`rapidrl.distributed.RolloutBatch` -> the trainer's
-    :class:`rapidrl.algos.ppo.train.RolloutBatch` on ``device``, with GAE advantages and returns.
+    :class:`rapidrl.algos.ppo.learner.TrainBatch` on ``device``, with GAE advantages and returns.
     Every env holds ``num_steps`` steps (``valid`` all True). ``starts[t]``: ``obs[t]`` opens an
     episode (``starts[0]`` from ``last_done``, the previous rollout's last step; unused by the
     feed-forward update)."""
@@ -259,7 +219,7 @@ def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> Rol
     starts = torch.empty_like(done)
     starts[0] = dev(last_done) if len(last_done) == n else True
     starts[1:] = done[:-1]
-    return RolloutBatch(
+    return TrainBatch(
         dev(r.obs),
         dev(r.actions).long(),
         dev(r.logprobs),

@@ -29,7 +29,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, TrainerConfig, flag_name, need
 
 __all__ = ["PRESETS", "PQNConfig"]
 
@@ -37,29 +37,13 @@ Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "env
 
 
 @dataclass(frozen=True)
-class PQNConfig:
+class PQNConfig(TrainerConfig):
     """Train PQN (parallelized Q-learning): online Q(lambda) over vector-env rollouts, no replay
     buffer, no target network, a LayerNorm after every layer. One update = a rollout of
     num_steps x num_envs epsilon-greedy agent steps, then epochs x minibatches gradient steps of
     MSE to the Q(lambda) returns. Frames are emulator frames (agent steps x frame_skip)."""
 
     # --- environment ------------------------------------------------------------------------
-    env: str = "pong"
-    """Env id or alias: pong, ALE/Pong-v5, CartPole-v1, ... (rapidrl envs). Discrete actions."""
-    episodic_life: bool = True
-    """Atari: a lost life ends the learner's episode (terminated: no bootstrap) while the game
-    and its score go on. Ignored off Atari."""
-    clip_rewards: bool = True
-    """Atari: learn from sign(reward); episode scores are always the real ones. Ignored off
-    Atari."""
-    noop_max: int = 30
-    """Atari: up to this many no-ops after each game reset (random starts). Ignored off Atari."""
-    sticky_actions: float = 0.0
-    """Atari: ALE repeat_action_probability (0 = the deterministic protocol)."""
-    obs_size: int = 84
-    """Atari: frames are resized to obs_size x obs_size (84: the DQN protocol). Smaller frames
-    make the conv torso cheaper (64 with the Nature CNN: a 4x4 instead of 7x7 feature map).
-    Ignored off Atari."""
     num_envs: int = 128
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
     backend: Backend = "auto"
@@ -131,34 +115,6 @@ class PQNConfig:
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 40_000_000
     """Stop after the update that reaches this many emulator frames."""
-    max_minutes: float | None = None
-    """Stop after this many minutes of training (all sessions of a resumed run together)."""
-    stop_at_score: float | Literal["auto"] | None = "auto"
-    """Stop when the mean score of the last score_window episodes exceeds this. auto: 18 on
-    Pong (the 'solved' bar), the env's reward_threshold if it registers one (CartPole-v1: 475),
-    else never. None: never."""
-    score_window: int = 100
-    """Episodes in the moving mean used for stop_at_score and return_mean_100."""
-    run_dir: str | None = None
-    """Run directory (default runs/pqn-<env>-<time>)."""
-    resume: str | None = None
-    """Continue the run in this directory from its newest checkpoint (its config.json gives
-    the defaults; flags still override). See rapidrl.algos.pqn.train for what is exact."""
-    checkpoint_every_seconds: float = 600.0
-    """Checkpoint every this many seconds (at the end of an update; also at the end, and on
-    Ctrl-C)."""
-    checkpoint_every_frames: int | None = None
-    """Also checkpoint every this many frames (deterministic points, e.g. for tests)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk."""
-    log_every_seconds: float = 10.0
-    """A metrics.csv / TensorBoard row every this many seconds, at the end of an update (0: off)."""
-    log_every_frames: int | None = None
-    """Also a row every this many frames (deterministic rows, e.g. for tests)."""
-    tensorboard: bool = True
-    """Write TensorBoard events to <run_dir>/tb."""
-    no_progress: bool = False
-    """No progress bar (it is shown only on a terminal anyway)."""
     algo: tyro.conf.Suppress[Literal["pqn"]] = "pqn"
     """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
 
@@ -171,37 +127,19 @@ class PQNConfig:
     def validate(self) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
 
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(msg)
-
-        if self.algo != "pqn":
-            raise ConfigError(f"algo must be 'pqn' for PQNConfig, got {self.algo!r}")
-        for name in (
+        self.validate_common("pqn")
+        self.require_ints(
             "num_envs",
             "num_steps",
             "minibatches",
             "epochs",
             "max_frames",
-            "keep_checkpoints",
-            "score_window",
-        ):
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"--{_flag(name)} must be an int >= 1, got {v!r}",
-            )
+        )
         need(
             self.rollout_steps >= self.minibatches,
             f"--minibatches ({self.minibatches}) exceeds the rollout's --num-steps x --num-envs "
             f"({self.rollout_steps}) agent steps; use fewer minibatches or a longer rollout",
         )
-        need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
-        need(
-            0.0 <= self.sticky_actions <= 1.0,
-            f"--sticky-actions must be in [0, 1], got {self.sticky_actions}",
-        )
-        need(self.obs_size >= 8, f"--obs-size must be >= 8 pixels, got {self.obs_size}")
         need(
             self.torso != "nature" or self.obs_size >= 36,
             f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
@@ -217,7 +155,7 @@ class PQNConfig:
         )
         for name in ("start_e", "end_e", "exploration_fraction"):
             v = getattr(self, name)
-            need(0.0 <= v <= 1.0, f"--{_flag(name)} must be in [0, 1], got {v}")
+            need(0.0 <= v <= 1.0, f"--{flag_name(name)} must be in [0, 1], got {v}")
         need(
             self.schedule_frames is None or self.schedule_frames >= 1,
             f"--schedule-frames must be >= 1 or None (None: max_frames), got "
@@ -234,28 +172,6 @@ class PQNConfig:
         )
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
         need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
-        need(
-            self.max_minutes is None or self.max_minutes > 0,
-            f"--max-minutes must be > 0 or None, got {self.max_minutes}",
-        )
-        need(self.log_every_seconds >= 0, "--log-every-seconds must be >= 0 (0: off)")
-        need(self.checkpoint_every_seconds > 0, "--checkpoint-every-seconds must be > 0")
-        for name in ("log_every_frames", "checkpoint_every_frames"):
-            v = getattr(self, name)
-            need(v is None or v >= 1, f"--{_flag(name)} must be >= 1 or None, got {v}")
-        if isinstance(self.stop_at_score, str) and self.stop_at_score != "auto":
-            raise ConfigError(
-                f"--stop-at-score must be a number, 'auto' or None, got {self.stop_at_score!r}"
-            )
-        if self.resume is not None and self.run_dir is not None and self.run_dir != self.resume:
-            raise ConfigError(
-                f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
-                "names the run directory to continue"
-            )
-
-
-def _flag(name: str) -> str:
-    return name.replace("_", "-")
 
 
 # The paper's Atari settings (Gallici et al. 2024; their purejaxql config alg/pqn_atari.yaml):

@@ -12,14 +12,10 @@ newest checkpoint (:meth:`Learner.start`).
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import math
-import sys
 import time
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,22 +23,20 @@ from torch import nn
 from rapidrl.algos.pqn.config import PQNConfig
 from rapidrl.algos.pqn.returns import q_lambda_returns
 from rapidrl.nets.actor_critic import orthogonal_init
+from rapidrl.nets.exploration import epsilon_greedy_torch
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
-from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
-from rapidrl.train.loop import Every, atari_env_options
+from rapidrl.train.learner import RolloutLearner
 from rapidrl.train.schedules import linear_schedule
 
 __all__ = [
     "METRIC_COLUMNS",
     "RESUME_IGNORE_FIELDS",
     "Learner",
-    "env_options",
     "epsilon_at",
     "lr_at",
     "make_pqn_network",
-    "num_threads",
     "rollout_targets",
 ]
 
@@ -77,20 +71,8 @@ _PREPARE_MAX_ELEMENTS = 2**27
 
 
 # --------------------------------------------------------------------------------------------
-# Pieces: env options, the network, the schedules, the targets
+# Pieces: the network, the schedules, the targets
 # --------------------------------------------------------------------------------------------
-def env_options(cfg: PQNConfig, is_atari: bool) -> dict[str, Any]:
-    """The ``make_env`` options of this config (the Atari switches apply to Atari ids only)."""
-    return atari_env_options(
-        is_atari,
-        episodic_life=cfg.episodic_life,
-        clip_rewards=cfg.clip_rewards,
-        noop_max=cfg.noop_max,
-        sticky_actions=cfg.sticky_actions,
-        screen_size=cfg.obs_size,
-    )
-
-
 def make_pqn_network(
     cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device | str = "cpu"
 ) -> QNetwork:
@@ -159,23 +141,6 @@ def rollout_targets(
     return q_lambda_returns(rewards, next_max_q, terminated, cut, gamma, lam)
 
 
-@contextlib.contextmanager
-def num_threads(n: int):
-    """Torch runs on ``n`` threads inside the block (acting: 1 thread; see ``act_threads``)."""
-    before = torch.get_num_threads()
-    if n != before:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n != before:
-            torch.set_num_threads(before)
-
-
-def _seed_of(*keys: int) -> int:
-    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
-
-
 def _zero_acc() -> dict[str, float]:
     acc = dict.fromkeys(LOSS_KEYS, 0.0)
     acc.update(n=0, rollout_s=0.0, update_s=0.0)
@@ -185,80 +150,25 @@ def _zero_acc() -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
-class Learner:
-    """PQN's learner-side state and steps (see the module docstring).
+class Learner(RolloutLearner):
+    """PQN's learner-side state and steps (see the module docstring; the run state, checkpoints
+    and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
 
     Build it after ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's
     global generator), then call :meth:`start` once with the run directory: fresh counters, or
     everything restored from the newest checkpoint.
     """
 
+    algo = "pqn"
+    resume_ignore_fields = RESUME_IGNORE_FIELDS
+
     def __init__(
         self, cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
     ):
-        self.cfg, self.device, self.n_actions = cfg, torch.device(device), int(n_actions)
+        super().__init__(cfg, device, _zero_acc())
+        self.n_actions = int(n_actions)
         self.net = make_pqn_network(cfg, obs_shape, n_actions, self.device).to(self.device)
         self.opt = torch.optim.RAdam(self.net.parameters(), lr=cfg.lr)
-        # One generator per consumer: exploration draws on the acting device, shuffles on the CPU.
-        self.act_gen = torch.Generator(device=self.device).manual_seed(_seed_of(cfg.seed, 1))
-        self.mb_gen = torch.Generator().manual_seed(_seed_of(cfg.seed, 2))
-        self.c: dict[str, Any] = {
-            "steps": 0,  # agent steps, all envs
-            "updates": 0,  # rollouts collected and trained on
-            "grad_steps": 0,
-            "acc": _zero_acc(),  # sums since the last metrics row
-        }
-        self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
-        self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
-        self.tracker = EpisodeTracker(None, window=cfg.score_window)
-        self.clock = RunClock()
-        self.checkpointer: Checkpointer | None = None
-
-    # --- run state ------------------------------------------------------------------------
-    def start(
-        self, run: RunDir, *, stop_score: float | None, resuming: bool, frame_skip: int = 1
-    ) -> None:
-        """Attach the run's checkpoints; when ``resuming``, restore everything from the newest
-        one (weights, RAdam, counters, cadences, tracker, clock, every RNG and generator)."""
-        self.checkpointer = Checkpointer(
-            run.checkpoints,
-            algo="pqn",
-            config=self.cfg,
-            keep=self.cfg.keep_checkpoints,
-            ignore_fields=RESUME_IGNORE_FIELDS,
-        )
-        if resuming:
-            state = self.checkpointer.load_latest()  # on the CPU: generator states stay there
-            state.restore(net=self.net, optim=self.opt, tracker=self.tracker, clock=self.clock)
-            c = copy.deepcopy(state.state["counters"])
-            self.log_every.load_state_dict(c.pop("log_every"))
-            self.ckpt_every.load_state_dict(c.pop("ckpt_every"))
-            self.c.update(c)
-            self.act_gen.set_state(state.state["generators"]["act"])
-            self.mb_gen.set_state(state.state["generators"]["minibatch"])
-            state.restore_rng()
-            frames = self.c["steps"] * frame_skip
-            print(f"resumed {run.path} at {frames:,} frames", file=sys.stderr)
-        self.tracker.stop_at_score = stop_score
-
-    def checkpoint_state(self) -> dict[str, Any]:
-        """What a PQN checkpoint holds (the global RNGs are added by the Checkpointer)."""
-        counters = copy.deepcopy(self.c)
-        counters["log_every"] = self.log_every.state_dict()
-        counters["ckpt_every"] = self.ckpt_every.state_dict()
-        return {
-            "net": self.net,
-            "optim": self.opt,
-            "tracker": self.tracker,
-            "clock": self.clock,
-            "counters": counters,
-            "generators": {"act": self.act_gen.get_state(), "minibatch": self.mb_gen.get_state()},
-        }
-
-    def save(self, frames: int) -> None:
-        """An atomic checkpoint at ``frames``."""
-        assert self.checkpointer is not None, "start() first"
-        self.checkpointer.save(frames, self.checkpoint_state())
 
     # --- acting ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -266,10 +176,7 @@ class Learner:
         """Epsilon-greedy actions for a batch of observations, and their max-Q (the bootstrap
         value of these observations): ``(actions [B] int64, max_q [B])``."""
         max_q, greedy = self.net(obs).max(dim=1)
-        b = greedy.shape[0]
-        explore = torch.rand(b, generator=self.act_gen, device=self.device) < epsilon
-        random = torch.randint(self.n_actions, (b,), generator=self.act_gen, device=self.device)
-        return torch.where(explore, random, greedy), max_q
+        return epsilon_greedy_torch(greedy, epsilon, self.n_actions, self.act_gen), max_q
 
     @torch.no_grad()
     def max_q(self, obs: torch.Tensor) -> torch.Tensor:

@@ -35,10 +35,9 @@ episodes than the uninterrupted one would have. The schedules follow ``schedule_
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,17 +47,18 @@ from rapidrl.algos.pqn.config import PRESETS, PQNConfig
 from rapidrl.algos.pqn.learner import (
     METRIC_COLUMNS,
     Learner,
-    env_options,
     epsilon_at,
     make_pqn_network,
-    num_threads,
     rollout_targets,
 )
 from rapidrl.config import ConfigError
 from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
 from rapidrl.train.loop import (
+    LogEvent,
     RunSession,
     cpu_count,
+    env_options,
+    num_threads,
     parse_with_resume,
     resolve_device,
     resolve_stop_score,
@@ -67,16 +67,6 @@ from rapidrl.train.loop import (
 )
 
 __all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
-
-
-@dataclass
-class LogEvent:
-    """What ``train(..., on_log=fn)`` hands ``fn`` after every metrics row; ``fn`` returning True
-    stops the run like Ctrl-C (checkpoint, summary)."""
-
-    frames: int
-    row: dict[str, Any]
-    run_dir: Path
 
 
 def step_all(envs, actions: np.ndarray):
@@ -108,7 +98,6 @@ def step_all(envs, actions: np.ndarray):
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
     from rapidrl.envs import make_env, resolve_env
-    from rapidrl.vector import make_vec
 
     cfg.validate()
     info = resolve_env(cfg.env)
@@ -133,15 +122,9 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     obs_shape = tuple(obs_space.shape)
     lrn = Learner(cfg, obs_shape, int(act_space.n), device)
 
-    backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
-    envs = session = None
+    rollout = session = None
     try:
-        try:
-            envs = make_vec(
-                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
-            )
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        rollout = Rollout(cfg, options, obs_space, lrn, frame_skip)  # a bad layout: ConfigError
         # Everything is accepted: now the run dir and its checkpoints (restored on resume;
         # config.json rewritten once the checkpoint has accepted cfg).
         run = RunDir.create(
@@ -149,24 +132,12 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         )
         lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
         run.save_config(cfg)
-        c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
+        c = lrn.c
         session = RunSession(
-            run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=tracker,
-            clock=clock, stop_score=stop_score,
+            run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=lrn.tracker,
+            clock=lrn.clock, stop_score=stop_score,
         )  # fmt: skip
-        N, T = cfg.num_envs, cfg.num_steps
-        next_obs, _ = envs.reset(seed=restart_env_seed(cfg.seed, c["steps"]))
-
-        # Rollout buffers, time-major [T, N].
-        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
-        obs_buf = torch.zeros((T, N, *obs_shape), dtype=obs_dtype, device=device)
-        actions_buf = torch.zeros((T, N), dtype=torch.long, device=device)
-        rewards_buf = torch.zeros((T, N), device=device)
-        term_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
-        trunc_buf = torch.zeros((T, N), dtype=torch.bool, device=device)
-        max_q_buf = torch.zeros((T, N), device=device)  # max-Q of obs[t], recorded when acting
-        trunc_q = torch.zeros((T, N), device=device)  # max-Q of final_obs where truncated
-
+        rollout.reset(restart_env_seed(cfg.seed, c["steps"]))
         session.open(
             columns=METRIC_COLUMNS, frames=c["steps"] * frame_skip, desc=f"pqn {info.env_id}"
         )
@@ -177,61 +148,31 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
                 # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps, on act_threads.
                 t0 = time.perf_counter()
-                with num_threads(cfg.act_threads or 1):
-                    for t in range(T):
-                        obs = torch.as_tensor(next_obs, device=device)
-                        eps = epsilon_at(cfg, c["steps"] * frame_skip)
-                        actions, max_q = lrn.act(obs, eps)
-                        obs_buf[t], actions_buf[t], max_q_buf[t] = obs, actions, max_q
-                        next_obs, rewards, terminated, truncated, infos = step_all(
-                            envs, actions.cpu().numpy()
-                        )
-                        rewards_buf[t] = (
-                            torch.as_tensor(rewards, device=device).float() * cfg.reward_scale
-                        )
-                        term_buf[t] = torch.as_tensor(terminated, device=device)
-                        trunc_buf[t] = torch.as_tensor(truncated, device=device)
-                        # A time limit: bootstrap from the max-Q of the episode's last obs.
-                        cut = truncated & ~terminated
-                        if cut.any():
-                            final = torch.as_tensor(infos["final_obs"][cut], device=device)
-                            trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
-                        c["steps"] += N
-                        frames = c["steps"] * frame_skip
-                        tracker.update(infos, frames, clock.seconds)
-                        session.bar.update(frames, tracker, upd=c["updates"], eps=eps)
+                rollout.collect(functools.partial(_on_steps, lrn, session, frame_skip))
                 rollout_s = time.perf_counter() - t0
 
                 # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
                 t1 = time.perf_counter()
-                boot = lrn.max_q(torch.as_tensor(next_obs, device=device))
-                returns = rollout_targets(
-                    rewards_buf, max_q_buf, term_buf, trunc_buf, trunc_q, boot, cfg.gamma,
-                    cfg.q_lambda,
-                )  # fmt: skip
+                returns = rollout.targets()
 
                 # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
-                lrn.train_on_rollout(obs_buf, actions_buf, returns, rollout_s=rollout_s, t_start=t1)
+                lrn.train_on_rollout(
+                    rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1
+                )
 
                 # 5. Metrics row and checkpoint, by seconds and/or frames.
                 frames = c["steps"] * frame_skip
-                if lrn.log_every.due(frames):
-                    lrn.log_every.mark(frames)
-                    row = lrn.metrics_row(frames)
-                    session.log_row(frames, row)
-                    if on_log is not None and on_log(LogEvent(frames, row, run.path)):
-                        session.callback_stop = True
-                if lrn.ckpt_every.due(frames):
-                    lrn.ckpt_every.mark(frames)
-                    lrn.save(frames)
+                session.cadence(
+                    frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
+                    row=functools.partial(lrn.metrics_row, frames), save=lrn.save, on_log=on_log,
+                )  # fmt: skip
 
         # The end: a last checkpoint and row, the summary and the learning curve.
         frames = c["steps"] * frame_skip
-        lrn.save(frames)
-        if frames != session.last_row_frames:
-            session.log_row(frames, lrn.metrics_row(frames))
-        return session.finish(
+        return session.end(
             frames,
+            row=functools.partial(lrn.metrics_row, frames),
+            save=lrn.save,
             steps=c["steps"],
             updates=c["updates"],
             grad_steps=c["grad_steps"],
@@ -240,9 +181,84 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     finally:
         if session is not None:
             session.close()
-        if envs is not None:
-            envs.close()
+        if rollout is not None:
+            rollout.close()
         torch.set_num_threads(threads_before)
+
+
+def _on_steps(lrn: Learner, session: RunSession, frame_skip: int, n: int, infos, eps) -> None:
+    """``n`` more agent steps (their ``infos``, acted at ``eps``): count them, record the
+    episodes that ended, move the progress bar."""
+    lrn.c["steps"] += n
+    frames = lrn.c["steps"] * frame_skip
+    lrn.tracker.update(infos, frames, lrn.clock.seconds)
+    session.bar.update(frames, lrn.tracker, upd=lrn.c["updates"], eps=eps)
+
+
+class Rollout:
+    """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
+    recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
+
+    def __init__(
+        self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner, frame_skip: int
+    ):
+        from rapidrl.vector import make_vec
+
+        backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
+        try:
+            self.envs = make_vec(
+                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        self.cfg, self.lrn, self.frame_skip, self.device = cfg, lrn, frame_skip, lrn.device
+        T, N, device = cfg.num_steps, cfg.num_envs, lrn.device
+        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
+        self.obs = torch.zeros((T, N, *obs_space.shape), dtype=obs_dtype, device=device)
+        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
+        self.rewards = torch.zeros((T, N), device=device)
+        self.terminated = torch.zeros((T, N), dtype=torch.bool, device=device)
+        self.truncated = torch.zeros((T, N), dtype=torch.bool, device=device)
+        self.max_q = torch.zeros((T, N), device=device)  # max-Q of obs[t], recorded when acting
+        self.trunc_q = torch.zeros((T, N), device=device)  # max-Q of final_obs where truncated
+
+    def reset(self, seed: int) -> None:
+        self.next_obs, _ = self.envs.reset(seed=seed)
+
+    def collect(self, on_steps: Callable[[int, dict, float], None]) -> None:
+        """One rollout; ``on_steps(n, infos, eps)`` after every vector step."""
+        cfg, lrn, device = self.cfg, self.lrn, self.device
+        with num_threads(cfg.act_threads or 1):
+            for t in range(cfg.num_steps):
+                obs = torch.as_tensor(self.next_obs, device=device)
+                eps = epsilon_at(cfg, lrn.c["steps"] * self.frame_skip)
+                actions, max_q = lrn.act(obs, eps)
+                self.obs[t], self.actions[t], self.max_q[t] = obs, actions, max_q
+                self.next_obs, rewards, terminated, truncated, infos = step_all(
+                    self.envs, actions.cpu().numpy()
+                )
+                rewards_t = torch.as_tensor(rewards, device=device).float()
+                self.rewards[t] = rewards_t * cfg.reward_scale
+                self.terminated[t] = torch.as_tensor(terminated, device=device)
+                self.truncated[t] = torch.as_tensor(truncated, device=device)
+                # A time limit: bootstrap from the max-Q of the episode's last obs.
+                cut = truncated & ~terminated
+                if cut.any():
+                    final = torch.as_tensor(infos["final_obs"][cut], device=device)
+                    self.trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
+                on_steps(cfg.num_envs, infos, eps)
+
+    def targets(self) -> torch.Tensor:
+        """The Q(lambda) targets ``[T, N]`` of the collected rollout, bootstrapped from the
+        max-Q of the observations the envs hold now."""
+        boot = self.lrn.max_q(torch.as_tensor(self.next_obs, device=self.device))
+        return rollout_targets(
+            self.rewards, self.max_q, self.terminated, self.truncated, self.trunc_q, boot,
+            self.cfg.gamma, self.cfg.q_lambda,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.envs.close()
 
 
 # --------------------------------------------------------------------------------------------

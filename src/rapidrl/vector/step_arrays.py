@@ -11,12 +11,26 @@ one step longer.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 
-_ALIGN = 64  # bytes; every array of a shared block starts on a cache line
+ALIGN = 64  # bytes; every array of a shared block starts on a cache line
+
+__all__ = ["ALIGN", "ArraySpec", "StepArrays", "block_layout"]
+
+
+def block_layout(sizes: Iterable[int]) -> tuple[list[int], int]:
+    """Where arrays of ``sizes`` bytes go in one (shared-memory) block, one after the other, each
+    starting on a cache line: ``(offsets, block size)``. The one layout of every shared block
+    (the vector envs' step arrays, the DQN actors' rings and weights)."""
+    offsets, pos = [], 0
+    for n in sizes:
+        offsets.append(pos)
+        pos += -(-int(n) // ALIGN) * ALIGN
+    return offsets, max(pos, ALIGN)
 
 
 @dataclass(frozen=True)
@@ -31,7 +45,7 @@ class ArraySpec:
 
 
 @dataclass
-class Buffers:
+class StepArrays:
     """Step results of ``N`` envs (or a row range of them, see :meth:`rows`)."""
 
     obs: np.ndarray  # [2, N, *obs_shape]: two slots, see module docstring
@@ -72,36 +86,28 @@ class Buffers:
             ArraySpec("episode_length", (n,), "<i8"),
         )
 
-    @staticmethod
-    def _offsets(specs: tuple[ArraySpec, ...]) -> tuple[list[int], int]:
-        offsets, pos = [], 0
-        for s in specs:
-            offsets.append(pos)
-            pos += -(-s.nbytes // _ALIGN) * _ALIGN
-        return offsets, max(pos, _ALIGN)
-
     @classmethod
     def nbytes(cls, specs: tuple[ArraySpec, ...]) -> int:
-        return cls._offsets(specs)[1]
+        return block_layout(s.nbytes for s in specs)[1]
 
     @classmethod
-    def allocate(cls, specs: tuple[ArraySpec, ...]) -> Buffers:
+    def allocate(cls, specs: tuple[ArraySpec, ...]) -> StepArrays:
         return cls(**{s.name: np.zeros(s.shape, s.dtype) for s in specs})
 
     @classmethod
-    def from_buffer(cls, buf, specs: tuple[ArraySpec, ...]) -> Buffers:
+    def from_buffer(cls, buf, specs: tuple[ArraySpec, ...]) -> StepArrays:
         """Views into ``buf`` (e.g. ``SharedMemory.buf``) laid out as :meth:`nbytes` sized it."""
-        offsets, _ = cls._offsets(specs)
+        offsets, _ = block_layout(s.nbytes for s in specs)
         arrays = {
             s.name: np.ndarray(s.shape, dtype=s.dtype, buffer=buf, offset=off)
             for s, off in zip(specs, offsets)
         }
         return cls(**arrays)
 
-    def rows(self, start: int, stop: int) -> Buffers:
+    def rows(self, start: int, stop: int) -> StepArrays:
         """Views of envs ``start..stop-1`` (what one group/worker owns)."""
         out = {}
         for f in dataclasses.fields(self):
             a = getattr(self, f.name)
             out[f.name] = a[:, start:stop] if f.name == "obs" else a[start:stop]
-        return Buffers(**out)
+        return StepArrays(**out)

@@ -6,10 +6,10 @@ units of the bound where the episode fails); the two velocities are dropped. A m
 react to the angle; a recurrent policy can infer the velocities from consecutive observations.
 This is the classic partial-observability check of recurrent PPO implementations.
 
-Importing :mod:`rapidrl.algos.ppo` registers the id with gymnasium, so ``rapidrl.envs.make_env``
-and ``gymnasium.make`` build it like any other id. Processes that have not imported it (the
-workers of a process vector env, started with ``spawn``) need :class:`MemoryEnvFactory`, which
-registers the id in the worker before building the env.
+Importing :mod:`rapidrl.envs` registers the id with gymnasium, so ``rapidrl.envs.make_env`` (in
+this process and in every vector-env worker, which builds its envs through it) and
+``gymnasium.make`` build it like any other id. :class:`MemoryEnvFactory` is a picklable factory of
+one such env for code that hands factories to a vector env.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def register_memory_envs() -> None:
     if CARTPOLE_NO_VEL not in gym.registry:
         gym.register(
             id=CARTPOLE_NO_VEL,
-            entry_point="rapidrl.algos.ppo.memory_envs:make_cartpole_no_vel",
+            entry_point="rapidrl.envs.memory:make_cartpole_no_vel",
             max_episode_steps=500,
             reward_threshold=475.0,
         )
@@ -90,7 +90,7 @@ class MemoryEnvFactory:
         self.env_id, self.options = env_id, dict(options or {})
 
     def __call__(self) -> gym.Env:
-        from rapidrl.envs import make_env
+        from rapidrl.envs.registry import make_env
 
         register_memory_envs()
         return make_env(self.env_id, **self.options)

@@ -1,0 +1,405 @@
+"""The PPO learner: everything the local loop (:mod:`rapidrl.algos.ppo.train`) and the Ray loop
+(:mod:`rapidrl.algos.ppo.ray_loop`) share besides collecting the rollout.
+
+Pure pieces: :func:`make_policy` (the actor-critic a config describes), :class:`TrainBatch` (one
+rollout as the update takes it), :func:`rollout_advantages` (GAE over envs of different lengths),
+:func:`update_policy` (``epochs`` x ``minibatches`` PPO steps), the learning-rate rules
+(:func:`anneal_lr`, :func:`adapt_lr`) and :func:`explained_variance`.
+
+:class:`Learner` holds the network, Adam, the action-sampling and minibatch generators, the
+counters, the row/checkpoint cadences, the episode tracker and the run clock; it trains on a
+rollout (:meth:`Learner.train_on_rollout`), writes metrics rows and checkpoints, and restores all
+of it from the newest checkpoint (:meth:`Learner.start`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from rapidrl.algos.ppo.config import PPOConfig
+from rapidrl.algos.ppo.gae import gae
+from rapidrl.algos.ppo.losses import ppo_loss
+from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
+from rapidrl.nets.recurrent import RecurrentActorCritic
+from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
+from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+from rapidrl.train.learner import RolloutLearner
+
+__all__ = [
+    "LOSS_KEYS",
+    "METRIC_COLUMNS",
+    "RESUME_IGNORE_FIELDS",
+    "Learner",
+    "TrainBatch",
+    "adapt_lr",
+    "anneal_lr",
+    "explained_variance",
+    "lr_now",
+    "make_policy",
+    "rollout_advantages",
+    "update_policy",
+]
+
+# Fields that may change on resume without changing what the checkpoint means.
+RESUME_IGNORE_FIELDS = (
+    *DEFAULT_IGNORE_FIELDS,
+    "max_minutes",
+    "backend",
+    "num_workers",
+    "env_batch_size",
+    "act_threads",
+    "sequence_mode",  # the three modes compute the same function
+    "fused_adam",  # the same Adam state either way
+    "tensorboard",
+    "score_window",
+    # Ray: another cluster or worker layout does not change what the learner's state means.
+    "ray",
+    "workers",
+    "envs_per_worker",
+    "ray_cpus_per_worker",
+)
+
+LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "old_approx_kl", "clipfrac")
+METRIC_COLUMNS = (
+    "length_mean_100",
+    "return_best_mean_100",
+    *LOSS_KEYS,
+    "explained_variance",
+    "lr",
+    "steps",
+    "updates",
+    "grad_steps",
+    "rollout_s",
+    "update_s",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The network, the batch, the advantages
+# --------------------------------------------------------------------------------------------
+def make_policy(
+    cfg: PPOConfig,
+    obs_shape: tuple[int, ...],
+    num_actions: int,
+    device: torch.device | str = "cpu",
+) -> nn.Module:
+    """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``, for
+    ``device`` (which decides ``precision="auto"``; not moved there: call ``.to(device)``)."""
+    return use_precision(
+        _make_policy(cfg, obs_shape, num_actions), resolve_precision(cfg.precision, device)
+    )
+
+
+def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+    if cfg.recurrent:
+        net = RecurrentActorCritic(
+            tuple(obs_shape),
+            int(num_actions),
+            hidden_size=cfg.lstm_hidden,
+            sequence_mode=cfg.sequence_mode,
+            torso=make_torso(tuple(obs_shape), kind=cfg.torso),
+        )
+        orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
+        if cfg.channels_last and len(obs_shape) == 3:
+            use_channels_last(net.torso)
+        return net
+    return ActorCritic(
+        tuple(obs_shape),
+        int(num_actions),
+        shared_torso=cfg.shared_torso,
+        channels_last=cfg.channels_last,
+        torso_kind=cfg.torso,
+    )
+
+
+class TrainBatch(NamedTuple):
+    """One rollout as the update takes it (not the Ray workers' :class:`rapidrl.distributed.RolloutBatch`), time-major ``[T, N]`` (``T`` = the longest env sequence of the rollout)."""
+
+    obs: torch.Tensor  # [T, N, *obs_shape]
+    actions: torch.Tensor  # [T, N] int64
+    logprobs: torch.Tensor  # [T, N]
+    values: torch.Tensor  # [T, N]
+    advantages: torch.Tensor  # [T, N]
+    returns: torch.Tensor  # [T, N]
+    starts: torch.Tensor  # [T, N] bool: obs[t] opens an episode
+    valid: torch.Tensor  # [T, N] bool: t < lengths[n] (False only with async envs)
+    lengths: torch.Tensor  # [N] int64, on the CPU
+    init_state: tuple[torch.Tensor, torch.Tensor] | None  # LSTM (h, c) [L, N, H] at t = 0
+
+
+def rollout_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    trunc_values: torch.Tensor,
+    lengths: torch.Tensor,
+    boot_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GAE over ``[T, N]`` buffers where env ``n`` holds ``lengths[n] <= T`` steps.
+
+    ``next_values[t]`` = ``V(s_{t+1})`` of the same episode: ``values[t + 1]``; at an env's last
+    step ``boot_values[n]`` (the value of the observation it holds after the rollout); where
+    ``truncated``, ``trunc_values`` (``V(final_obs)``). An env's last step ends its lambda-trace
+    (marked as a cut for :func:`rapidrl.algos.ppo.gae`, which then bootstraps from
+    ``next_values``). Returns ``(advantages, returns, valid)``; entries past an env's length are
+    padding (``valid`` False) and hold no meaningful value.
+    """
+    t_len, n_env = values.shape
+    env = torch.arange(n_env, device=values.device)
+    last = lengths.to(values.device) - 1
+    next_values = torch.zeros_like(values)
+    next_values[:-1] = values[1:]
+    next_values[last, env] = boot_values.to(values.dtype)
+    next_values = torch.where(truncated, trunc_values, next_values)
+    valid = torch.arange(t_len, device=values.device)[:, None] < lengths.to(values.device)[None]
+    cut = truncated | ~valid
+    cut[last, env] = True
+    advantages, returns = gae(rewards, values, next_values, terminated, cut, gamma, lam)
+    return advantages, returns, valid
+
+
+_PREPARE_MAX_ELEMENTS = 2**27  # 512 MB as float32: e.g. 4,750 Atari frame stacks
+
+
+def update_policy(
+    net: nn.Module,
+    opt: torch.optim.Optimizer,
+    batch: TrainBatch,
+    cfg: PPOConfig,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """Run ``cfg.epochs`` passes of ``cfg.minibatches`` PPO steps; return the mean of each loss
+    term over the steps taken and ``grad_steps``.
+
+    Feed-forward: minibatches of shuffled single steps. Recurrent: minibatches of whole env
+    sequences (``num_envs / minibatches`` envs, shuffled each epoch) replayed from the stored
+    initial state in ``net.sequence_mode``. ``generator`` (CPU) draws the shuffles.
+    """
+    sums = dict.fromkeys(LOSS_KEYS, 0.0)
+    steps = 0
+    device = batch.values.device
+    valid = batch.valid
+    all_valid = bool(valid.all())
+
+    def step(losses: dict[str, torch.Tensor]) -> None:
+        nonlocal steps
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        if cfg.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+        opt.step()
+        for k in LOSS_KEYS:
+            sums[k] += float(losses[k].detach())
+        steps += 1
+        if cfg.kl_adaptive_lr is not None:
+            adapt_lr(opt, cfg, float(losses["approx_kl"]))
+
+    def loss_of(logprob, entropy, values, old_logprob, old_values, adv, ret):
+        return ppo_loss(
+            logprob,
+            old_logprob,
+            adv,
+            values,
+            old_values,
+            ret,
+            entropy,
+            clip_coef=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+            clip_vloss=cfg.clip_vloss,
+            norm_adv=cfg.norm_adv,
+        )
+
+    if not cfg.recurrent:
+        if all_valid:
+            flat = [x.reshape(-1, *x.shape[2:]) for x in batch[:6]]
+        else:
+            flat = [x[valid] for x in batch[:6]]
+        obs, actions, logprobs, values, adv, ret = flat
+        n = obs.shape[0]
+        # Convert the frames once for all epochs (channels-last, scaled, in the CNN's dtype)
+        # rather than once per minibatch (the channels-last copy and the cast were a tenth of a
+        # minibatch's time in a profile). Bounded, as the copy is 2-4x the uint8 rollout.
+        if hasattr(net, "prepare") and obs.numel() <= _PREPARE_MAX_ELEMENTS:
+            obs = net.prepare(obs)
+    for _epoch in range(cfg.epochs):
+        kl_sum, kl_n = 0.0, 0
+        if cfg.recurrent:
+            envs_perm = torch.randperm(batch.obs.shape[1], generator=generator)
+            for envs in envs_perm.tensor_split(cfg.minibatches):
+                t_len = int(batch.lengths[envs].max())
+                e = envs.to(device)
+                out = net.evaluate(
+                    batch.obs[:t_len, e],
+                    batch.starts[:t_len, e],
+                    (batch.init_state[0][:, e], batch.init_state[1][:, e]),
+                    batch.actions[:t_len, e],
+                )
+                if all_valid:
+                    pick = torch.Tensor.flatten
+                else:
+                    mask = valid[:t_len, e]
+
+                    def pick(x, mask=mask):
+                        return x[mask]
+
+                losses = loss_of(
+                    pick(out.logprob),
+                    pick(out.entropy),
+                    pick(out.values),
+                    pick(batch.logprobs[:t_len, e]),
+                    pick(batch.values[:t_len, e]),
+                    pick(batch.advantages[:t_len, e]),
+                    pick(batch.returns[:t_len, e]),
+                )
+                step(losses)
+                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
+        else:
+            perm = torch.randperm(n, generator=generator).to(device)
+            for idx in perm.tensor_split(cfg.minibatches):
+                out = net.evaluate(obs[idx], actions[idx])
+                losses = loss_of(
+                    out.logprob,
+                    out.entropy,
+                    out.values,
+                    logprobs[idx],
+                    values[idx],
+                    adv[idx],
+                    ret[idx],
+                )
+                step(losses)
+                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
+        if cfg.target_kl is not None and kl_sum / max(kl_n, 1) > cfg.target_kl:
+            break
+    out = {k: v / max(steps, 1) for k, v in sums.items()}
+    out["grad_steps"] = steps
+    return out
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(R - V) / Var(R)``: 1 = the critic predicts the returns, <= 0 = no better than a
+    constant (NaN when the returns do not vary)."""
+    var = returns.var()
+    if returns.numel() < 2 or float(var) == 0.0:
+        return math.nan
+    return float(1.0 - (returns - values).var() / var)
+
+
+def adapt_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, approx_kl: float) -> float:
+    """The KL-adaptive rate after one minibatch step (``cfg.kl_adaptive_lr`` = the target KL):
+    divided by 1.5 when ``approx_kl`` exceeded twice the target, multiplied by 1.5 when it was
+    below half of it, clamped to ``[lr_min, lr_max]``. Set in the optimizer; returned."""
+    target = cfg.kl_adaptive_lr
+    lr = lr_now(opt)
+    if target is None:
+        return lr
+    if approx_kl > 2.0 * target:
+        lr = max(lr / 1.5, cfg.lr_min)
+    elif approx_kl < 0.5 * target:
+        lr = min(lr * 1.5, cfg.lr_max)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def anneal_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, frames: int) -> float:
+    """Set and return the learning rate at ``frames``: ``cfg.lr``, with ``anneal_lr`` annealed
+    linearly to 0 over ``lr_anneal_frames`` (default ``max_frames``). With ``kl_adaptive_lr``
+    the rate is the optimizer's own (see :func:`adapt_lr`): returned unchanged."""
+    if cfg.kl_adaptive_lr is not None:
+        return lr_now(opt)
+    lr = cfg.lr
+    if cfg.anneal_lr:
+        lr = cfg.lr * max(0.0, 1.0 - frames / (cfg.lr_anneal_frames or cfg.max_frames))
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def lr_now(opt: torch.optim.Optimizer) -> float:
+    return float(opt.param_groups[0]["lr"])
+
+
+def _zero_acc() -> dict[str, float]:
+    acc = dict.fromkeys(LOSS_KEYS, 0.0)
+    acc.update(explained_variance=0.0, ev_n=0, n=0, rollout_s=0.0, update_s=0.0)
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+# The learner
+# --------------------------------------------------------------------------------------------
+class Learner(RolloutLearner):
+    """PPO's learner-side state and steps (see the module docstring; the run state, checkpoints
+    and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
+
+    Build it after ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's
+    global generator), then call :meth:`start` once with the run directory: fresh counters, or
+    everything restored from the newest checkpoint.
+    """
+
+    algo = "ppo"
+    resume_ignore_fields = RESUME_IGNORE_FIELDS
+
+    def __init__(
+        self, cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
+    ):
+        super().__init__(cfg, device, _zero_acc())
+        self.net = make_policy(cfg, obs_shape, n_actions, self.device).to(self.device)
+        self.opt = torch.optim.Adam(
+            self.net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam
+        )
+
+    # --- learning -------------------------------------------------------------------------
+    def set_lr(self, frames: int) -> float:
+        """Set and return the learning rate at ``frames`` (see :func:`anneal_lr`)."""
+        return anneal_lr(self.opt, self.cfg, frames)
+
+    def train_on_rollout(self, batch: TrainBatch, *, rollout_s: float, t_start: float) -> None:
+        """The PPO epochs on one rollout (:func:`update_policy`), the explained variance, and
+        the counters and metric sums (``update_s`` is measured from ``t_start``, the end of the
+        rollout)."""
+        stats = update_policy(self.net, self.opt, batch, self.cfg, self.mb_gen)
+        ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
+        update_s = time.perf_counter() - t_start
+        c, acc = self.c, self.c["acc"]
+        c["updates"] += 1
+        c["grad_steps"] += stats["grad_steps"]
+        for k in LOSS_KEYS:
+            acc[k] += stats[k]
+        acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
+        acc["ev_n"] += 0 if math.isnan(ev) else 1
+        acc["n"] += 1
+        acc["rollout_s"] += rollout_s
+        acc["update_s"] += update_s
+
+    # --- metrics --------------------------------------------------------------------------
+    def metrics_row(self, frames: int) -> dict[str, Any]:
+        """One metrics row at ``frames`` (means since the previous row); resets the sums."""
+        c, acc = self.c, self.c["acc"]
+        n = acc["n"]
+        row = {
+            "seconds": self.clock.seconds,
+            "fps": self.clock.fps(frames),
+            **self.tracker.metrics(),
+            **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
+            "explained_variance": (
+                acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan
+            ),
+            "lr": lr_now(self.opt),
+            "steps": c["steps"],
+            "updates": c["updates"],
+            "grad_steps": c["grad_steps"],
+            "rollout_s": acc["rollout_s"] / n if n else math.nan,
+            "update_s": acc["update_s"] / n if n else math.nan,
+        }
+        c["acc"] = _zero_acc()
+        return row

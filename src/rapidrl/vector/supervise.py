@@ -1,0 +1,57 @@
+"""Supervising child processes, written once for the vector-env workers
+(:mod:`rapidrl.vector.process`) and the DQN actor processes (:mod:`rapidrl.algos.dqn.actor`):
+how a child ended, in words, and stopping a set of children under one deadline (ask, wait,
+terminate, kill). Waits that poll a pipe also watch the process sentinels and re-check
+``is_alive()`` every :data:`LIVENESS_PERIOD`."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["LIVENESS_PERIOD", "describe_exit", "stop_processes"]
+
+LIVENESS_PERIOD = 0.5  # s: how often a wait re-checks is_alive() on top of the sentinels
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process with this ``exitcode`` ended: ``still running``, ``killed by SIGKILL
+    (exit code -9)``, ``exited with code 1``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def stop_processes(
+    procs: Sequence[Any], conns: Sequence[Any], message: tuple, timeout: float
+) -> None:
+    """Stop child processes and close their pipes: send ``message`` to each live one (a pipe
+    that is already broken is skipped), wait for all of them under one deadline of
+    ``timeout`` seconds, then terminate, then kill whatever is still alive."""
+    for p, conn in zip(procs, conns):
+        if p.is_alive():
+            try:
+                conn.send(message)
+            except (OSError, ValueError):
+                pass
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=1.0)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5.0)
+    for conn in conns:
+        conn.close()
