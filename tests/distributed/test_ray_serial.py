@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -155,5 +157,20 @@ def test_dqn_serial_driver_resumes(tmp_path):
 
 
 def test_serial_needs_no_ray_and_checks_its_fields(tmp_path):
+    """A serial run never imports Ray (checked in a fresh interpreter: Ray is installed here,
+    and other tests may have imported it into this one)."""
+    code = (
+        "import dataclasses, sys\n"
+        "from rapidrl.algos.ppo.config import PRESETS\n"
+        "from rapidrl.algos.ppo.train import train\n"
+        "cfg = dataclasses.replace(PRESETS['cartpole'], ray='serial', workers='1', num_steps=16,\n"
+        "    envs_per_worker=2, max_frames=64, no_progress=True, tensorboard=False,\n"
+        f"    run_dir={str(tmp_path / 'run')!r})\n"
+        "summary = train(cfg)\n"
+        "assert summary['updates'] == 2, summary['updates']\n"
+        "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
     with pytest.raises(ConfigError, match="--workers"):
         train_ppo(dataclasses.replace(PPO_CARTPOLE, ray="serial", workers="none"))

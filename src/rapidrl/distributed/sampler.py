@@ -209,10 +209,6 @@ class SerialSampler(_SamplerBase):
         """No processes of their own: the workers run in this one."""
         return []
 
-    @property
-    def node_ids(self) -> list[str]:
-        return [w.node_id for w in self.workers]
-
     def set_weights(self, weights: Any, version: int | None = None, *, force: bool = False) -> bool:
         """Publish ``weights`` (module or state dict) as ``version`` (default: last + 1) if due."""
         version = self.version + 1 if version is None else int(version)

@@ -94,6 +94,27 @@ class RolloutLearner:
             "generators": {"act": self.act_gen.get_state(), "minibatch": self.mb_gen.get_state()},
         }
 
+    def steps_done(self, session: Any, frame_skip: int, n: int, infos: dict, **bar: Any) -> None:
+        """``n`` more agent steps were received (their ``infos``): count them, record the
+        episodes that ended, move ``session``'s progress bar (``bar``: extra fields shown)."""
+        self.c["steps"] += n
+        frames = self.c["steps"] * frame_skip
+        self.tracker.update(infos, frames, self.clock.seconds)
+        session.bar.update(frames, self.tracker, upd=self.c["updates"], **bar)
+
+    def account(self, stats: dict[str, float], *, rollout_s: float, update_s: float) -> None:
+        """Count one trained rollout: updates, ``grad_steps``, and the metric sums of the keys
+        ``stats`` shares with ``acc`` (the update's means), rollout and update seconds."""
+        c, acc = self.c, self.c["acc"]
+        c["updates"] += 1
+        c["grad_steps"] += stats["grad_steps"]
+        for k, v in stats.items():
+            if k in acc and k != "grad_steps":
+                acc[k] += v
+        acc["n"] += 1
+        acc["rollout_s"] += rollout_s
+        acc["update_s"] += update_s
+
     def save(self, frames: int) -> None:
         """An atomic checkpoint at ``frames``."""
         assert self.checkpointer is not None, "start() first"

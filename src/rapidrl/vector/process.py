@@ -252,9 +252,10 @@ class ProcessWorker(Worker):
         code = self.proc.exitcode
         if code == MAIN_GUARD_EXIT and not self.busy:
             return _main_guard_error(self._ctx.get_start_method())
-        how = describe_exit(code)
-        how = "closed its pipe but is still running" if code is None else how
-        how = f"was {how}" if code is not None and code < 0 else how
+        if code is None:
+            how = "closed its pipe but is still running"
+        else:  # "was killed by SIGKILL (exit code -9)", "exited with code 1"
+            how = f"was {describe_exit(code)}" if code < 0 else describe_exit(code)
         if self.busy:
             during = (
                 f" while running {self.busy!r}; pass restart_on_crash=True to make_vec to "

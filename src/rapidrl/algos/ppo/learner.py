@@ -370,16 +370,10 @@ class Learner(RolloutLearner):
         stats = update_policy(self.net, self.opt, batch, self.cfg, self.mb_gen)
         ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
         update_s = time.perf_counter() - t_start
-        c, acc = self.c, self.c["acc"]
-        c["updates"] += 1
-        c["grad_steps"] += stats["grad_steps"]
-        for k in LOSS_KEYS:
-            acc[k] += stats[k]
+        self.account(stats, rollout_s=rollout_s, update_s=update_s)
+        acc = self.c["acc"]
         acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
         acc["ev_n"] += 0 if math.isnan(ev) else 1
-        acc["n"] += 1
-        acc["rollout_s"] += rollout_s
-        acc["update_s"] += update_s
 
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int) -> dict[str, Any]:

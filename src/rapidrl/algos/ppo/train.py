@@ -174,7 +174,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     # 2. Rollout: num_steps x num_envs agent steps (see the module docstring
                     #    for how an asynchronous vector env's batches are assembled).
                     t0 = time.perf_counter()
-                    rollout.collect(functools.partial(_on_steps, lrn, session, frame_skip))
+                    rollout.collect(functools.partial(lrn.steps_done, session, frame_skip))
                     rollout_s = time.perf_counter() - t0
                     # 3. Advantages: GAE per env up to its own length, bootstrapped from the
                     #    value of the observation each env holds now.
@@ -203,15 +203,6 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             session.close()
         if rollout is not None:
             rollout.close()
-
-
-def _on_steps(lrn: Learner, session: RunSession, frame_skip: int, n: int, infos: dict) -> None:
-    """``n`` more agent steps were received (their ``infos``): count them, record the episodes
-    that ended, move the progress bar."""
-    lrn.c["steps"] += n
-    frames = lrn.c["steps"] * frame_skip
-    lrn.tracker.update(infos, frames, lrn.clock.seconds)
-    session.bar.update(frames, lrn.tracker, upd=lrn.c["updates"])
 
 
 # --------------------------------------------------------------------------------------------

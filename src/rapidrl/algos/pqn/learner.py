@@ -233,14 +233,7 @@ class Learner(RolloutLearner):
         stats = self.update(
             obs.reshape(-1, *obs.shape[2:]), actions.reshape(-1), returns.reshape(-1)
         )
-        c, acc = self.c, self.c["acc"]
-        c["updates"] += 1
-        c["grad_steps"] += stats["grad_steps"]
-        for k in LOSS_KEYS:
-            acc[k] += stats[k]
-        acc["n"] += 1
-        acc["rollout_s"] += rollout_s
-        acc["update_s"] += time.perf_counter() - t_start
+        self.account(stats, rollout_s=rollout_s, update_s=time.perf_counter() - t_start)
         return stats
 
     # --- metrics --------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
                 # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps, on act_threads.
                 t0 = time.perf_counter()
-                rollout.collect(functools.partial(_on_steps, lrn, session, frame_skip))
+                rollout.collect(functools.partial(lrn.steps_done, session, frame_skip))
                 rollout_s = time.perf_counter() - t0
 
                 # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
@@ -186,15 +186,6 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         torch.set_num_threads(threads_before)
 
 
-def _on_steps(lrn: Learner, session: RunSession, frame_skip: int, n: int, infos, eps) -> None:
-    """``n`` more agent steps (their ``infos``, acted at ``eps``): count them, record the
-    episodes that ended, move the progress bar."""
-    lrn.c["steps"] += n
-    frames = lrn.c["steps"] * frame_skip
-    lrn.tracker.update(infos, frames, lrn.clock.seconds)
-    session.bar.update(frames, lrn.tracker, upd=lrn.c["updates"], eps=eps)
-
-
 class Rollout:
     """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
     recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
@@ -225,8 +216,8 @@ class Rollout:
     def reset(self, seed: int) -> None:
         self.next_obs, _ = self.envs.reset(seed=seed)
 
-    def collect(self, on_steps: Callable[[int, dict, float], None]) -> None:
-        """One rollout; ``on_steps(n, infos, eps)`` after every vector step."""
+    def collect(self, on_steps: Callable[..., None]) -> None:
+        """One rollout; ``on_steps(n, infos, eps=eps)`` after every vector step."""
         cfg, lrn, device = self.cfg, self.lrn, self.device
         with num_threads(cfg.act_threads or 1):
             for t in range(cfg.num_steps):
@@ -246,7 +237,7 @@ class Rollout:
                 if cut.any():
                     final = torch.as_tensor(infos["final_obs"][cut], device=device)
                     self.trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
-                on_steps(cfg.num_envs, infos, eps)
+                on_steps(cfg.num_envs, infos, eps=eps)
 
     def targets(self) -> torch.Tensor:
         """The Q(lambda) targets ``[T, N]`` of the collected rollout, bootstrapped from the
