@@ -21,6 +21,7 @@ commands:
   bench lstm     PPO-LSTM training phase: step-by-step loop vs packed sequences (time, memory)
   bench ray      sampler throughput vs Ray workers on a local cluster
   bench solve    minutes and frames to solve a game, several seeds one after the other
+  bench atari    a suite: games x algorithms x seeds at one budget, one table (local or Ray)
   envs           list the env ids and aliases rapidrl knows
 
 Run 'rapidrl COMMAND --help' for the options of a command.
@@ -72,6 +73,7 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("bench", "lstm"): _lazy("rapidrl.bench.lstm:main"),
     ("bench", "ray"): _lazy("rapidrl.bench.ray:main"),
     ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),
+    ("bench", "atari"): _lazy("rapidrl.bench.atari:main"),
     ("envs",): _envs,
 }
 

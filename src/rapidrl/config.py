@@ -55,6 +55,16 @@ class TrainerConfig:
     """Atari: up to this many no-ops after each game reset (random starts). Ignored off Atari."""
     sticky_actions: float = 0.0
     """Atari: ALE repeat_action_probability (0 = the deterministic DQN protocol)."""
+    fire_reset: bool = True
+    """Atari: press FIRE (then action 2) after every reset and lost life, in games whose action
+    set has FIRE (Breakout, Pong, ...): games that wait for FIRE start without the agent having
+    to find it. Ignored off Atari."""
+    full_action_space: bool = False
+    """Atari: all 18 ALE actions instead of the game's minimal set (e.g. Pong's 6). Ignored off
+    Atari."""
+    max_episode_frames: int | None = 108_000
+    """Atari: a game is cut (truncated: bootstrapped) after this many emulator frames, 30 min of
+    play (the standard cap). None: no cap. Ignored off Atari."""
     obs_size: int = 84
     """Atari: frames are resized to obs_size x obs_size (84: the DQN protocol). Smaller frames
     make the conv torso cheaper: 64 with the Nature CNN (a 4x4 instead of 7x7 feature map)
@@ -98,6 +108,10 @@ class TrainerConfig:
         need(got == algo, f"algo must be {algo!r} for {type(self).__name__}, got {got!r}")
         self.require_ints("keep_checkpoints", "score_window")
         need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
+        need(
+            self.max_episode_frames is None or self.max_episode_frames >= 1,
+            f"--max-episode-frames must be >= 1 or None, got {self.max_episode_frames}",
+        )
         need(
             0.0 <= self.sticky_actions <= 1.0,
             f"--sticky-actions must be in [0, 1], got {self.sticky_actions}",

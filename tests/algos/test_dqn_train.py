@@ -376,6 +376,39 @@ def test_actor_exception_arrives_with_its_traceback():
 # --------------------------------------------------------------------------------------------
 # Config and command line
 # --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name, changed",
+    [
+        ("n-step", {"n_step"}),
+        ("double", {"double"}),
+        ("dueling", {"dueling"}),
+        ("noisy", {"noisy", "epsilon_start", "epsilon_end", "epsilon_decay_steps"}),
+        ("per", {"prioritized", "per_alpha", "per_beta_steps"}),
+        ("c51", {"distributional"}),
+    ],
+)
+def test_the_eight_systems_are_base_plus_one_component(name, changed):
+    """The side-by-side presets differ from ``base`` in their component's fields only, and
+    ``base`` is plain DQN on the machinery of ``fast``."""
+    base, fast = PRESETS["base"], PRESETS["fast"]
+    assert (base.n_step, base.double, base.dueling, base.noisy) == (1, False, False, False)
+    assert not base.prioritized and not base.distributional
+    assert {f.name for f in dataclasses.fields(DQNConfig)} - {"n_step", "double", "dueling"} == {
+        f.name
+        for f in dataclasses.fields(DQNConfig)
+        if getattr(base, f.name) == getattr(fast, f.name)
+    }
+    diff = {
+        f.name
+        for f in dataclasses.fields(DQNConfig)
+        if getattr(PRESETS[name], f.name) != getattr(base, f.name)
+    }
+    assert diff == changed
+    rainbow = PRESETS["rainbow-fast"]
+    assert rainbow.n_step == 3 and rainbow.double and rainbow.dueling and rainbow.noisy
+    assert rainbow.prioritized and rainbow.distributional and rainbow.epsilon_end == 0.0
+
+
 def test_presets_validate_and_document_every_field():
     for cfg in PRESETS.values():
         cfg.validate()
@@ -399,7 +432,10 @@ def test_help_lists_every_field(capsys):
     for f in dataclasses.fields(DQNConfig):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
-    assert "presets: dqn, fast, rainbow" in out
+    assert (
+        "presets: base, c51, double, dqn, dueling, fast, n-step, noisy, per, rainbow"
+        in " ".join(out.split())
+    )
 
 
 @pytest.mark.parametrize(
@@ -460,6 +496,44 @@ def test_dqn_learns_cartpole(tmp_path):
         stop_at_score=195.0,
         score_window=20,
         run_dir=str(tmp_path / "cp"),
+        tensorboard=False,
+        no_progress=True,
+        torch_threads=1,
+        seed=1,
+    )
+    s = train(cfg)
+    assert s["solved"], s
+    assert s["return_mean_100"] >= 195
+
+
+@pytest.mark.slow
+def test_rainbow_learns_cartpole(tmp_path):
+    """All six components at once (n-step, double, dueling, noisy exploration with epsilon off,
+    prioritized replay, C51 on CartPole's return range)."""
+    cfg = DQNConfig(
+        env="CartPole-v1",
+        n_step=3,
+        double=True,
+        dueling=True,
+        noisy=True,
+        prioritized=True,
+        distributional=True,
+        v_min=0.0,
+        v_max=100.0,
+        per_alpha=0.5,
+        per_beta_steps=30_000,
+        lr=1e-3,
+        batch_size=64,
+        buffer_size=20_000,
+        learning_starts=1_000,
+        target_sync_steps=500,
+        epsilon_start=0.0,
+        epsilon_end=0.0,
+        epsilon_decay_steps=0,
+        max_frames=60_000,
+        stop_at_score=195.0,
+        score_window=20,
+        run_dir=str(tmp_path / "rainbow"),
         tensorboard=False,
         no_progress=True,
         torch_threads=1,

@@ -174,3 +174,23 @@ def test_serial_needs_no_ray_and_checks_its_fields(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     with pytest.raises(ConfigError, match="--workers"):
         train_ppo(dataclasses.replace(PPO_CARTPOLE, ray="serial", workers="none"))
+
+
+def test_a_refused_layout_leaves_no_run_dir(tmp_path):
+    """Checks that need the workers (the rollout size, the replay per env) come before the run
+    dir is made: a refused start leaves nothing on disk, as the local loops."""
+    run = str(tmp_path / "runs" / "x")
+    # Accepted by validate() (8 envs x 2 steps), refused for 1 worker x 2 envs x 2 steps.
+    ppo = dataclasses.replace(
+        PPO_CARTPOLE, ray="serial", workers="1", num_envs=8, num_steps=2, minibatches=8, run_dir=run
+    )
+    with pytest.raises(ConfigError, match=r"--num-steps x --workers"):
+        train_ppo(ppo)
+    # Accepted for 1 env, refused for 2 workers x 4 envs (2 transitions per env < n-step + 1).
+    dqn = dataclasses.replace(
+        DQN_CARTPOLE, ray="serial", workers="2", envs_per_worker=4, buffer_size=16,
+        learning_starts=8, run_dir=run,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="over 8 Ray envs"):
+        train_dqn(dqn)
+    assert not (tmp_path / "runs").exists()

@@ -152,6 +152,20 @@ def test_mismatch_error_names_fields(tmp_path):
         Checkpointer(tmp_path, algo="ppo", config=Cfg()).load_latest()
 
 
+@dataclass(frozen=True)
+class CfgWithNewField(Cfg):
+    new_switch: bool = False  # a field added after the checkpoint below was written
+
+
+def test_a_field_added_since_the_checkpoint_counts_as_its_default(tmp_path):
+    net, _ = make()
+    Checkpointer(tmp_path, algo="dqn", config=Cfg()).save(100, {"model": net})
+    same = Checkpointer(tmp_path, algo="dqn", config=CfgWithNewField())
+    assert same.load_latest().frames == 100  # the default: the behaviour the run had
+    with pytest.raises(CheckpointMismatchError, match="new_switch: checkpoint False, now True"):
+        Checkpointer(tmp_path, algo="dqn", config=CfgWithNewField(new_switch=True)).load_latest()
+
+
 def test_save_refuses_unloadable_values_by_key(tmp_path):
     ck = Checkpointer(tmp_path, algo="dqn")
     with pytest.raises(TypeError, match=r"counters\.buf is a ndarray.*torch.from_numpy"):

@@ -23,14 +23,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rapidrl.bench.runner import read_curve, read_summary, run_training, trainer_argv
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 
@@ -88,7 +87,7 @@ class BenchSolveConfig:
 
 def train_command(b: BenchSolveConfig, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
     """The trainer's command line for one seed (run with this Python)."""
-    cmd = [sys.executable, "-m", "rapidrl.cli", "train", b.algo, "--preset", b.preset]
+    cmd = trainer_argv(b.algo, "--preset", b.preset)
     cmd += ["--env", b.env, "--seed", str(seed), "--run-dir", str(run_dir)]
     cmd += ["--max-minutes", str(b.max_minutes), "--no-progress"]
     if b.max_frames is not None:
@@ -112,27 +111,16 @@ def run_seed(
     cmd = train_command(b, seed, run_dir, extra)
     log_path = out_dir / f"seed-{seed}.log"
     limit = 60.0 * (b.max_minutes + b.grace_minutes) + 120.0  # + start-up
-    t0 = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            rc = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-            rc = None
-        except KeyboardInterrupt:  # the trainer got the Ctrl-C too: let it checkpoint
-            proc.wait(timeout=60)
-            raise
+    log_path.unlink(missing_ok=True)
+    rc, wall = run_training(cmd, log_path, limit)
     record: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "command": cmd}
-    record["wall_seconds"] = time.monotonic() - t0
-    summary_path = run_dir / "summary.json"
-    if rc != 0 or not summary_path.exists():
+    record["wall_seconds"] = wall
+    summary = read_summary(run_dir)
+    if rc != 0 or summary is None:
         tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
         why = "killed after the time limit" if rc is None else f"exit code {rc}"
         record.update(failed=why, log_tail=tail)
         return record
-    summary = json.loads(summary_path.read_text())
     record.update(
         solved=bool(summary.get("solved")),
         seconds_to_solve=summary.get("seconds_to_solve"),
@@ -248,19 +236,9 @@ def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rapidrl.train import read_metrics
-
     fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for r in records:
-        path = Path(r["run_dir"]) / "metrics.csv"
-        if not path.exists():
-            continue
-        _, rows = read_metrics(str(path))
-        pts = [
-            (float(row["seconds"]) / 60, float(row["frames"]), float(row["return_mean_100"]))
-            for row in rows
-            if row.get("return_mean_100") not in (None, "", "nan")
-        ]
+        pts = read_curve(Path(r["run_dir"]))
         if not pts:
             continue
         mins, frames, ret = zip(*pts)

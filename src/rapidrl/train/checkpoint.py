@@ -19,6 +19,7 @@ Payloads load with ``torch.load(weights_only=True)``: no arbitrary code runs on 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -271,6 +272,8 @@ class Checkpointer:
         self.directory = Path(directory)
         self.algo = algo
         self.config = None if config is None else config_to_dict(config)
+        # The defaults of the config's class: the value of a field added since a checkpoint.
+        self._defaults = _defaults_of(config)
         self.keep = keep
         self.match_fields = None if match_fields is None else tuple(match_fields)
         self.ignore_fields = tuple(ignore_fields)
@@ -368,7 +371,10 @@ class Checkpointer:
             diffs.append(("algo", ckpt.algo, self.algo))
         if self.config is not None and ckpt.config is not None:
             diffs += config_diff(
-                ckpt.config, self.config, fields=self.match_fields, ignore=self.ignore_fields
+                _with_new_defaults(ckpt.config, self._defaults),
+                self.config,
+                fields=self.match_fields,
+                ignore=self.ignore_fields,
             )
         if diffs:
             lines = "\n".join(f"  {k}: checkpoint {a!r}, now {b!r}" for k, a, b in diffs)
@@ -378,6 +384,26 @@ class Checkpointer:
                 "checkpoints/), or start a fresh run in another --run-dir.",
                 diffs,
             )
+
+
+def _defaults_of(config: Any) -> dict[str, Any]:
+    """``config_to_dict`` of the default instance of a dataclass config's class ({} for anything
+    else, or a class with required fields)."""
+    if not (dataclasses.is_dataclass(config) and not isinstance(config, type)):
+        return {}
+    try:
+        return config_to_dict(type(config)())
+    except TypeError:
+        return {}
+
+
+def _with_new_defaults(saved: Any, defaults: Mapping[str, Any]) -> Any:
+    """A checkpoint's config with the fields added to the config class since it was written
+    set to their defaults: a field the run never had means the behaviour it had then, which
+    the default keeps, so such a checkpoint still resumes."""
+    if not isinstance(saved, Mapping):
+        return saved
+    return {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
 
 
 def _arrays_path(path: Path, meta: Any) -> Path:

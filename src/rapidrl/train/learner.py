@@ -1,15 +1,16 @@
 """What a learner that trains on rollouts (PPO, PQN) keeps beside its network and optimizer, and
 how it is checkpointed and restored, written once.
 
-:class:`RolloutLearner` holds the action-sampling and minibatch generators, the counters (a dict:
-``steps``, ``updates``, ``grad_steps`` and the metric sums ``acc`` since the last row), the
-row/checkpoint cadences, the episode tracker and the run clock. A subclass builds ``net`` and
-``opt``, sets ``algo`` and ``resume_ignore_fields``, and adds its update step and metrics row.
+:class:`RolloutLearner` holds the action-sampling and minibatch generators, the counters
+(:class:`RolloutCounters`), the row/checkpoint cadences, the episode tracker and the run clock.
+A subclass builds ``net`` and ``opt``, sets ``algo`` and ``resume_ignore_fields``, and adds its
+update step and metrics row.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from typing import Any
 
@@ -21,7 +22,31 @@ from rapidrl.train.metrics import EpisodeTracker, RunClock
 from rapidrl.train.run import RunDir
 from rapidrl.train.seeding import seed_of
 
-__all__ = ["RolloutLearner"]
+__all__ = ["RolloutCounters", "RolloutLearner"]
+
+
+@dataclasses.dataclass
+class RolloutCounters:
+    """What the schedules depend on, and the metric sums since the last row (saved in every
+    checkpoint as the dict :meth:`state_dict` gives)."""
+
+    steps: int = 0  # agent steps, all envs
+    updates: int = 0  # rollouts collected and trained on
+    grad_steps: int = 0
+    acc: dict[str, float] = dataclasses.field(default_factory=dict)  # sums since the last row
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "updates": self.updates,
+            "grad_steps": self.grad_steps,
+            "acc": copy.deepcopy(self.acc),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps, self.updates = int(state["steps"]), int(state["updates"])
+        self.grad_steps = int(state["grad_steps"])
+        self.acc = copy.deepcopy(state["acc"])
 
 
 class RolloutLearner:
@@ -41,12 +66,8 @@ class RolloutLearner:
         # One generator per consumer: acting draws on the acting device, shuffles on the CPU.
         self.act_gen = torch.Generator(device=self.device).manual_seed(seed_of(cfg.seed, 1))
         self.mb_gen = torch.Generator().manual_seed(seed_of(cfg.seed, 2))
-        self.c: dict[str, Any] = {
-            "steps": 0,  # agent steps, all envs
-            "updates": 0,  # rollouts collected and trained on
-            "grad_steps": 0,
-            "acc": acc,  # sums since the last metrics row
-        }
+        self.c = RolloutCounters(acc=acc)
+        self.frame_skip = 1  # emulator frames per agent step, set by start()
         self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
         self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
         self.tracker = EpisodeTracker(None, window=cfg.score_window)
@@ -65,24 +86,29 @@ class RolloutLearner:
             keep=self.cfg.keep_checkpoints,
             ignore_fields=self.resume_ignore_fields,
         )
+        self.frame_skip = frame_skip
         if resuming:
             state = self.checkpointer.load_latest()  # on the CPU: generator states stay there
             state.restore(net=self.net, optim=self.opt, tracker=self.tracker, clock=self.clock)
-            c = copy.deepcopy(state.state["counters"])
-            self.log_every.load_state_dict(c.pop("log_every"))
-            self.ckpt_every.load_state_dict(c.pop("ckpt_every"))
-            self.c.update(c)
+            counters = state.state["counters"]
+            self.log_every.load_state_dict(counters["log_every"])
+            self.ckpt_every.load_state_dict(counters["ckpt_every"])
+            self.c.load_state_dict(counters)
             self.act_gen.set_state(state.state["generators"]["act"])
             self.mb_gen.set_state(state.state["generators"]["minibatch"])
             state.restore_rng()
-            frames = self.c["steps"] * frame_skip
-            print(f"resumed {run.path} at {frames:,} frames", file=sys.stderr)
+            print(f"resumed {run.path} at {self.frames:,} frames", file=sys.stderr)
         self.tracker.stop_at_score = stop_score
+
+    @property
+    def frames(self) -> int:
+        """Emulator frames so far: agent steps x the frame skip given to :meth:`start`."""
+        return self.c.steps * self.frame_skip
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What a checkpoint holds (the global RNGs are added by the Checkpointer): weights,
         optimizer, tracker, clock, counters with the cadence states, the generators."""
-        counters = copy.deepcopy(self.c)
+        counters = self.c.state_dict()
         counters["log_every"] = self.log_every.state_dict()
         counters["ckpt_every"] = self.ckpt_every.state_dict()
         return {
@@ -94,20 +120,26 @@ class RolloutLearner:
             "generators": {"act": self.act_gen.get_state(), "minibatch": self.mb_gen.get_state()},
         }
 
-    def steps_done(self, session: Any, frame_skip: int, n: int, infos: dict, **bar: Any) -> None:
+    def steps_done(self, session: Any, n: int, infos: dict, **bar: Any) -> None:
         """``n`` more agent steps were received (their ``infos``): count them, record the
         episodes that ended, move ``session``'s progress bar (``bar``: extra fields shown)."""
-        self.c["steps"] += n
-        frames = self.c["steps"] * frame_skip
-        self.tracker.update(infos, frames, self.clock.seconds)
-        session.bar.update(frames, self.tracker, upd=self.c["updates"], **bar)
+        self.c.steps += n
+        self.tracker.update(infos, self.frames, self.clock.seconds)
+        session.bar.update(self.frames, self.tracker, upd=self.c.updates, **bar)
+
+    def episodes_done(self, n: int, returns: Any, lengths: Any) -> None:
+        """``n`` more agent steps came from elsewhere (Ray workers) with the ``returns`` and
+        ``lengths`` of the episodes that ended in them: count the steps, record the episodes."""
+        self.c.steps += n
+        for ret, length in zip(returns.tolist(), lengths.tolist()):
+            self.tracker.add_episode(ret, length, self.frames, self.clock.seconds)
 
     def account(self, stats: dict[str, float], *, rollout_s: float, update_s: float) -> None:
         """Count one trained rollout: updates, ``grad_steps``, and the metric sums of the keys
         ``stats`` shares with ``acc`` (the update's means), rollout and update seconds."""
-        c, acc = self.c, self.c["acc"]
-        c["updates"] += 1
-        c["grad_steps"] += stats["grad_steps"]
+        c, acc = self.c, self.c.acc
+        c.updates += 1
+        c.grad_steps += stats["grad_steps"]
         for k, v in stats.items():
             if k in acc and k != "grad_steps":
                 acc[k] += v

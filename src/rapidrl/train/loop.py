@@ -35,6 +35,7 @@ from rapidrl.train.progress import Progress, write_summary
 from rapidrl.train.run import RunDir
 
 __all__ = [
+    "EnvProbe",
     "Every",
     "LogEvent",
     "RunSession",
@@ -45,6 +46,7 @@ __all__ = [
     "load_run_config",
     "num_threads",
     "parse_with_resume",
+    "probe_env",
     "resolve_device",
     "resolve_stop_score",
     "restart_env_seed",
@@ -92,26 +94,37 @@ def atari_env_options(
     noop_max: int,
     sticky_actions: float,
     screen_size: int = 84,
+    fire_reset: bool = True,
+    full_action_space: bool = False,
+    max_episode_frames: int | None = 108_000,
 ) -> dict[str, Any]:
     """The ``make_env`` options of a trainer config (the Atari switches apply to Atari only).
-    ``screen_size`` is passed only when it differs from the protocol's 84, so the options (and
-    the configs and autotune entries keyed on them) of 84x84 runs stay as they were."""
+    ``screen_size``, ``fire_reset``, ``full_action_space`` and ``max_episode_frames`` are passed
+    only where they differ from the protocol's defaults, so the options (and the configs and
+    autotune entries keyed on them) of default runs stay as they were."""
     if not is_atari:
         return {}
-    options = {
+    options: dict[str, Any] = {
         "episodic_life": episodic_life,
         "clip_rewards": clip_rewards,
         "noop_max": noop_max,
         "repeat_action_probability": sticky_actions,
     }
-    if screen_size != 84:
-        options["screen_size"] = screen_size
+    for key, value, default in (
+        ("screen_size", screen_size, 84),
+        ("fire_reset", fire_reset, True),
+        ("full_action_space", full_action_space, False),
+        ("max_episode_frames", max_episode_frames, 108_000),
+    ):
+        if value != default:
+            options[key] = value
     return options
 
 
 def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
     """The ``make_env`` options of a trainer config (its ``episodic_life``, ``clip_rewards``,
-    ``noop_max``, ``sticky_actions`` and ``obs_size`` fields; Atari ids only)."""
+    ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``, ``full_action_space`` and
+    ``max_episode_frames`` fields; Atari ids only)."""
     return atari_env_options(
         is_atari,
         episodic_life=cfg.episodic_life,
@@ -119,6 +132,52 @@ def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
         noop_max=cfg.noop_max,
         sticky_actions=cfg.sticky_actions,
         screen_size=getattr(cfg, "obs_size", 84),
+        fire_reset=getattr(cfg, "fire_reset", True),
+        full_action_space=getattr(cfg, "full_action_space", False),
+        max_episode_frames=getattr(cfg, "max_episode_frames", 108_000),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvProbe:
+    """What a trainer learns about its env before anything goes on disk (:func:`probe_env`)."""
+
+    info: Any
+    """The resolved env (:func:`rapidrl.envs.resolve_env`): ids, is_atari, game."""
+    options: dict[str, Any]
+    """The ``make_env`` options of the config (:func:`env_options`)."""
+    frame_skip: int
+    """Emulator frames per agent step (4 on Atari, 1 elsewhere): frames = steps x frame_skip."""
+    stop_score: float | None
+    """The config's ``stop_at_score`` with ``"auto"`` resolved (:func:`resolve_stop_score`)."""
+    obs_space: Any
+    n_actions: int
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.obs_space.shape)
+
+
+def probe_env(cfg: Any, algo: str) -> EnvProbe:
+    """Resolve ``cfg.env``, build one env with the config's options to read its spaces, close it.
+    An action space that is not discrete is a ``ConfigError`` naming ``algo`` (every trainer here
+    is for discrete actions)."""
+    from rapidrl.envs import make_env, resolve_env
+
+    info = resolve_env(cfg.env)
+    options = env_options(cfg, info.is_atari)
+    probe = make_env(cfg.env, **options)
+    obs_space, act_space = probe.observation_space, probe.action_space
+    probe.close()
+    if not hasattr(act_space, "n"):
+        raise ConfigError(f"{algo} needs a discrete action space; {cfg.env} has {act_space}")
+    return EnvProbe(
+        info=info,
+        options=options,
+        frame_skip=options.get("frame_skip", 4) if info.is_atari else 1,
+        stop_score=resolve_stop_score(cfg.stop_at_score, info),
+        obs_space=obs_space,
+        n_actions=int(act_space.n),
     )
 
 

@@ -19,6 +19,8 @@ Presets (``--preset NAME``; ``rapidrl train rainbow`` = ``--preset rainbow``):
   10k transitions, gamma 0.99, uniform replay, plain eager torch.
 - ``rainbow``: n-step 3 + double + dueling + noisy + prioritized + C51, adapted for Pong.
 - ``fast``: our default, tuned for wall time to a solved Pong on a 2-core CPU (see ``PRESETS``).
+- ``base``, ``n-step``, ``double``, ``dueling``, ``noisy``, ``per``, ``c51``, ``rainbow-fast``: the
+  reference article's eight systems on one machinery (``fast``'s), for side-by-side runs.
 """
 
 from __future__ import annotations
@@ -306,6 +308,11 @@ _REFERENCE = DQNConfig(
     backend="serial",
 )
 
+# Rainbow's components as its preset sets them (also used by the side-by-side presets below).
+_PER = dict(prioritized=True, per_alpha=0.5, per_beta0=0.4, per_beta_steps=250_000)
+_NO_EPSILON = dict(epsilon_start=0.0, epsilon_end=0.0, epsilon_decay_steps=0)  # noisy explores
+_RAINBOW = dict(n_step=3, double=True, dueling=True, noisy=True, distributional=True, **_PER)
+
 PRESETS: dict[str, DQNConfig] = {
     # The reference (Lapan, "Speeding up DQN on PyTorch"): one env step, then one update of 32.
     "dqn": _REFERENCE,
@@ -317,15 +324,8 @@ PRESETS: dict[str, DQNConfig] = {
     # the paper's replay ratio: a batch of 32 every 4 agent steps (B=8, k=4).
     "rainbow": dataclasses.replace(
         _REFERENCE,
-        n_step=3,
-        double=True,
-        dueling=True,
-        noisy=True,
-        distributional=True,
-        prioritized=True,
-        per_alpha=0.5,
-        per_beta0=0.4,
-        per_beta_steps=250_000,
+        **_RAINBOW,
+        **_NO_EPSILON,
         loss="huber",
         lr=1e-4,
         adam_eps=1.5e-4,
@@ -333,9 +333,6 @@ PRESETS: dict[str, DQNConfig] = {
         batch_size=8,
         steps_per_update=4,
         target_sync_steps=2_000,
-        epsilon_start=0.0,
-        epsilon_end=0.0,
-        epsilon_decay_steps=0,
     ),
     # fast: the shortest wall time to mean-100 > 18 on Pong that we expect from a 2-core CPU.
     # The learner is compute-bound (~0.9 ms of CPU per sampled transition: a batch-32 update is
@@ -373,3 +370,24 @@ PRESETS: dict[str, DQNConfig] = {
         precision="auto",
     ),
 }
+
+# The eight systems of the reference article, side by side (`rapidrl bench atari --algos
+# dqn:base,dqn:n-step,...`): each is `base` plus its one component, all on the machinery of
+# `fast` (8 envs, a batch of 64 every 8 agent steps, Huber loss, lr 2.5e-4, channels_last, fused
+# Adam, bf16 where the CPU has it), so the comparison measures the components, not the loops.
+# `base` is plain DQN (1-step, no double, no dueling) on that machinery. Component settings as
+# in the `rainbow` preset (PER alpha 0.5 / beta 0.4 -> 1 over 250k steps; noisy sigma0 0.5 with
+# epsilon off; C51 51 atoms on [-10, 10]). Their Pong results are not measured yet.
+_BASE = dataclasses.replace(PRESETS["fast"], n_step=1, double=False, dueling=False)
+PRESETS.update(
+    {
+        "base": _BASE,
+        "n-step": dataclasses.replace(_BASE, n_step=3),
+        "double": dataclasses.replace(_BASE, double=True),
+        "dueling": dataclasses.replace(_BASE, dueling=True),
+        "noisy": dataclasses.replace(_BASE, noisy=True, **_NO_EPSILON),
+        "per": dataclasses.replace(_BASE, **_PER),
+        "c51": dataclasses.replace(_BASE, distributional=True),
+        "rainbow-fast": dataclasses.replace(_BASE, **_RAINBOW, **_NO_EPSILON),
+    }
+)

@@ -29,13 +29,12 @@ import torch
 from rapidrl.algos.dqn.config import DQNConfig
 from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_loss, td_target
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from rapidrl.config import ConfigError
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
-from rapidrl.train.loop import Every, env_options, num_threads
+from rapidrl.train.loop import Every, num_threads
 from rapidrl.train.schedules import linear_schedule
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "Learner",
     "make_q_network",
     "net_kwargs",
-    "probe_env",
 ]
 
 # Fields that may change on resume without changing what the checkpoint means.
@@ -119,22 +117,6 @@ def make_q_network(
     """The Q-network a config describes (torso by observation shape; head by the flags), for
     ``device`` (not moved there: call ``.to(device)``)."""
     return QNetwork(**net_kwargs(cfg, obs_shape, n_actions, device))
-
-
-def probe_env(cfg: DQNConfig):
-    """``(env info, make_env options, frame skip, observation space, number of actions)`` from
-    one probe env, with a clear error for a non-discrete action space (both DQN loops)."""
-    from rapidrl.envs import make_env, resolve_env
-
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"DQN needs a discrete action space; {cfg.env} has {act_space}")
-    return info, options, frame_skip, obs_space, int(act_space.n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,6 +193,7 @@ class Learner:
         )
         self.act_rng = np.random.default_rng([cfg.seed, 1])
         self.c = Counters()
+        self.frame_skip = 1  # emulator frames per agent step, set by start()
         self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
         self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
         self.tracker = EpisodeTracker(None, window=cfg.score_window)
@@ -239,6 +222,7 @@ class Learner:
             keep=self.cfg.keep_checkpoints,
             ignore_fields=RESUME_IGNORE_FIELDS,
         )
+        self.frame_skip = frame_skip
         if resuming:
             state = self.checkpointer.load_latest()
             state.restore(
@@ -249,8 +233,13 @@ class Learner:
             self.log_every.load_state_dict({"blocks": log_blocks})
             self.ckpt_every.load_state_dict({"blocks": ckpt_blocks})
             self._restored = state
-            print(f"resumed {run.path} at {self.c.steps * frame_skip:,} frames", file=sys.stderr)
+            print(f"resumed {run.path} at {self.frames:,} frames", file=sys.stderr)
         self.tracker.stop_at_score = stop_score
+
+    @property
+    def frames(self) -> int:
+        """Emulator frames so far: agent steps x the frame skip given to :meth:`start`."""
+        return self.c.steps * self.frame_skip
 
     def attach_replay(self, streams: int) -> ReplayBuffer:
         """Make the replay for ``streams`` env streams (one per env the transitions come from);

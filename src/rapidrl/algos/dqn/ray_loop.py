@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from rapidrl.algos.dqn.config import DQNConfig
-from rapidrl.algos.dqn.learner import METRIC_COLUMNS, Learner, make_q_network, probe_env
+from rapidrl.algos.dqn.learner import METRIC_COLUMNS, Learner, make_q_network
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import QPolicy, apex_epsilons
 from rapidrl.distributed.sampler import WorkerFailedError
@@ -64,8 +64,8 @@ from rapidrl.train.loop import (
     LogEvent,
     RunSession,
     num_threads,
+    probe_env,
     resolve_device,
-    resolve_stop_score,
     restart_env_seed,
 )
 
@@ -92,41 +92,48 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
     check_ray(cfg.ray)
-    info, options, frame_skip, obs_space, n_actions = probe_env(cfg)
-    stop_score = resolve_stop_score(cfg.stop_at_score, info)
-    device = resolve_device(cfg.device)
     resuming = cfg.resume is not None
-    run = RunDir.create(cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming)
-    if not resuming:
-        run.save_config(cfg)
+    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)  # a wrong path fails here
+    env = probe_env(cfg, "DQN")  # spaces, make_env options, frame skip, stop score
+    device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    lrn = Learner(cfg, tuple(obs_space.shape), obs_space.dtype, n_actions, device)
-    lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+    lrn = Learner(cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device)
     c = lrn.c
-    policy = QPolicy(lrn.q, n_actions)  # what is published: q's weights under "q."
+    policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
 
-    session = RunSession(
-        run, cfg, algo="dqn", env_id=info.env_id, device=device, tracker=lrn.tracker,
-        clock=lrn.clock, stop_score=stop_score,
-    )  # fmt: skip
-    sampler = None
+    def open_run() -> RunDir:
+        """The run dir and its checkpoints (restored on resume), then config.json."""
+        run = RunDir.create(
+            cfg.resume or cfg.run_dir, algo="dqn", env_id=env.info.env_id, resume=resuming
+        )
+        lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
+        run.save_config(cfg)
+        return run
+
+    # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
+    # run's directory is made once Ray, the workers and the replay layout are accepted.
+    run = open_run() if resuming else None
+    sampler = session = None
     try:
         sampler = start_sampler(
             cfg,
             cfg.env,
-            functools.partial(actor_policy, cfg, lrn.obs_shape, n_actions),
-            env_options=options,
+            functools.partial(actor_policy, cfg, lrn.obs_shape, env.n_actions),
+            env_options=env.options,
             seed=restart_env_seed(cfg.seed, c.steps),
             publish_every=cfg.ray_publish_every,
         )
         sampler.epsilons = worker_epsilons(cfg, sampler.num_workers)
         streams = sampler.num_workers * sampler.envs_per_worker
         _check_streams(cfg, streams)
+        run = run or open_run()
+        session = RunSession(
+            run, cfg, algo="dqn", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
+            clock=lrn.clock, stop_score=env.stop_score,
+        )  # fmt: skip
         threads = learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
         with num_threads(threads):
             lrn.attach_replay(streams)  # one stream per worker env
-            if resuming:
-                run.save_config(cfg)
             # Weights to the workers after every update (sent every ray_publish_every).
             lrn.on_update = lambda updates: sampler.set_weights(policy, version=updates)
             sampler.set_weights(policy, version=c.updates, force=True)
@@ -138,11 +145,11 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
 
             session.open(
                 columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-                frames=c.steps * frame_skip,
-                desc=f"dqn {info.env_id} ray x{sampler.num_workers}",
+                frames=lrn.frames,
+                desc=f"dqn {env.info.env_id} ray x{sampler.num_workers}",
             )
             with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, c.steps * frame_skip):
+                while not session.should_stop(stop, lrn.frames):
                     # 1. The batches that completed (each worker has been sent its next request).
                     try:
                         batches = sampler.next_transitions(
@@ -155,7 +162,7 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                         lag = sampler.policy_lag(batch)
                         batch.add_to(lrn.rb)
                         lrn.observe(batch.meta.env_steps)
-                        frames = c.steps * frame_skip
+                        frames = lrn.frames
                         meta = batch.meta
                         for ret, length in zip(
                             meta.episode_returns.tolist(), meta.episode_lengths.tolist()
@@ -173,18 +180,19 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                         )  # fmt: skip
 
             # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = c.steps * frame_skip
+            frames = lrn.frames
             return session.end(
                 frames,
                 row=functools.partial(row_now, frames),
                 save=lrn.save,
                 steps=c.steps,
                 updates=c.updates,
-                title=f"DQN {info.env_id} (Ray)",
+                title=f"DQN {env.info.env_id} (Ray)",
                 extra={"ray": {**stats.summary(), "epsilons": sampler.epsilons.tolist()}},
             )
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         if sampler is not None:
             sampler.shutdown()
 

@@ -50,7 +50,6 @@ from rapidrl.algos.dqn.learner import (
     Learner,
     make_q_network,
     net_kwargs,
-    probe_env,
 )
 from rapidrl.config import ConfigError, parse_config
 from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
@@ -58,12 +57,11 @@ from rapidrl.train.loop import (
     LogEvent,
     RunSession,
     cpu_count,
-    env_options,
     flag_value,
     load_run_config,
     num_threads,
+    probe_env,
     resolve_device,
-    resolve_stop_score,
     restart_env_seed,
     run_from_cli,
 )
@@ -93,11 +91,10 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     # Nothing goes on disk until the config, the env and the env layout are accepted: a start
     # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
-    info, options, frame_skip, obs_space, n_actions = probe_env(cfg)
-    stop_score = resolve_stop_score(cfg.stop_at_score, info)
+    env = probe_env(cfg, "DQN")  # spaces, make_env options, frame skip, stop score
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)  # then one generator per consumer (the learner's explorer, replay)
-    lrn = Learner(cfg, tuple(obs_space.shape), obs_space.dtype, n_actions, device)
+    lrn = Learner(cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device)
     c = lrn.c
 
     source = session = None
@@ -107,37 +104,35 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             # Envs: in this process (built first: a bad env layout is a config error), or in
             # actor processes.
             if cfg.actor_processes == 0:
-                source = VectorSource(cfg, options)
+                source = VectorSource(cfg, env.options)
             # Everything is accepted: now the run dir and its checkpoints (restored on resume;
             # config.json rewritten once the checkpoint has accepted cfg), then the replay.
             run = RunDir.create(
-                cfg.resume or cfg.run_dir, algo="dqn", env_id=info.env_id, resume=resuming
+                cfg.resume or cfg.run_dir, algo="dqn", env_id=env.info.env_id, resume=resuming
             )
-            lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
             lrn.attach_replay(cfg.num_envs)
             run.save_config(cfg)
             env_seed = restart_env_seed(cfg.seed, c.steps)
             if source is None:
-                source = ActorSource(cfg, options, lrn, env_seed)
+                source = ActorSource(cfg, env.options, lrn, env_seed)
             else:
                 source.reset(env_seed)
             session = RunSession(
-                run, cfg, algo="dqn", env_id=info.env_id, device=device, tracker=lrn.tracker,
-                clock=lrn.clock, stop_score=stop_score,
+                run, cfg, algo="dqn", env_id=env.info.env_id, device=device,
+                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
             )  # fmt: skip
-            session.open(
-                columns=METRIC_COLUMNS, frames=c.steps * frame_skip, desc=f"dqn {info.env_id}"
-            )
+            session.open(columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"dqn {env.info.env_id}")
             eps = lrn.epsilon()
 
             with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, c.steps * frame_skip):
+                while not session.should_stop(stop, lrn.frames):
                     # 1-3. Act, learn what is due while the envs step, add the step to the
                     #      replay (the source does all three, see VectorSource/ActorSource).
                     n_new, infos, eps = source.step(lrn)
                     # 4. Count the steps (the target net syncs by agent steps); episodes.
                     lrn.count(n_new)
-                    frames = c.steps * frame_skip
+                    frames = lrn.frames
                     lrn.tracker.update(infos, frames, lrn.clock.seconds)
                     # 5. Metrics row and checkpoint, by seconds and/or frames.
                     session.bar.update(frames, lrn.tracker, eps=eps, upd=c.updates)
@@ -148,10 +143,10 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     )  # fmt: skip
 
             # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = c.steps * frame_skip
+            frames = lrn.frames
             return session.end(
                 frames, row=functools.partial(lrn.metrics_row, frames, eps), save=lrn.save,
-                steps=c.steps, updates=c.updates, title=f"DQN {info.env_id}",
+                steps=c.steps, updates=c.updates, title=f"DQN {env.info.env_id}",
             )  # fmt: skip
     finally:
         if session is not None:
@@ -303,15 +298,9 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
 
     Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``.
     """
-    from rapidrl.envs import make_env, resolve_env
-
     cfg = config_from_dict(DQNConfig, config)
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    probe = make_env(cfg.env, **options)
-    obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
-    probe.close()
-    q = make_q_network(cfg, obs_shape, n_actions, device).to(device)
+    env = probe_env(cfg, "DQN")
+    q = make_q_network(cfg, env.obs_shape, env.n_actions, device).to(device)
     ckpt.restore(q=q)  # a clear CheckpointError when the weights do not fit
     q.eval()  # noisy layers use their means
 
@@ -319,7 +308,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
         with torch.no_grad():
             return q(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
 
-    return act, cfg.env, options
+    return act, cfg.env, env.options
 
 
 # --------------------------------------------------------------------------------------------

@@ -371,14 +371,14 @@ class Learner(RolloutLearner):
         ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
         update_s = time.perf_counter() - t_start
         self.account(stats, rollout_s=rollout_s, update_s=update_s)
-        acc = self.c["acc"]
+        acc = self.c.acc
         acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
         acc["ev_n"] += 0 if math.isnan(ev) else 1
 
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int) -> dict[str, Any]:
         """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        c, acc = self.c, self.c["acc"]
+        c, acc = self.c, self.c.acc
         n = acc["n"]
         row = {
             "seconds": self.clock.seconds,
@@ -389,11 +389,11 @@ class Learner(RolloutLearner):
                 acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan
             ),
             "lr": lr_now(self.opt),
-            "steps": c["steps"],
-            "updates": c["updates"],
-            "grad_steps": c["grad_steps"],
+            "steps": c.steps,
+            "updates": c.updates,
+            "grad_steps": c.grad_steps,
             "rollout_s": acc["rollout_s"] / n if n else math.nan,
             "update_s": acc["update_s"] / n if n else math.nan,
         }
-        c["acc"] = _zero_acc()
+        c.acc = _zero_acc()
         return row

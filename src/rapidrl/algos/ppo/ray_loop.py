@@ -54,10 +54,9 @@ from rapidrl.train import RunDir, StopOnInterrupt, seed_everything
 from rapidrl.train.loop import (
     LogEvent,
     RunSession,
-    env_options,
     num_threads,
+    probe_env,
     resolve_device,
-    resolve_stop_score,
     restart_env_seed,
 )
 
@@ -74,45 +73,39 @@ def actor_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int) -> 
 
 def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train with rollouts from Ray workers (see the module docstring); return the summary."""
-    from rapidrl.envs import make_env, resolve_env
-
     cfg.validate()
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
     check_ray(cfg.ray)
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
-    stop_score = resolve_stop_score(cfg.stop_at_score, info)
     resuming = cfg.resume is not None
-    run = RunDir.create(cfg.resume or cfg.run_dir, algo="ppo", env_id=info.env_id, resume=resuming)
-    run.save_config(cfg)
+    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)  # a wrong path fails here
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
-    obs_shape, n_actions = tuple(obs_space.shape), int(act_space.n)
-    lrn = Learner(cfg, obs_shape, n_actions, device)
-    lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
-    c, tracker, clock = lrn.c, lrn.tracker, lrn.clock
+    env = probe_env(cfg, "PPO")  # spaces, make_env options, frame skip, stop score
+    lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
+    c = lrn.c
     policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
 
-    sampler = None
-    session = RunSession(
-        run, cfg, algo="ppo", env_id=info.env_id, device=device, tracker=tracker, clock=clock,
-        stop_score=stop_score, recurrent=False,
-    )  # fmt: skip
+    def open_run() -> RunDir:
+        """The run dir and its checkpoints (restored on resume), then config.json."""
+        run = RunDir.create(
+            cfg.resume or cfg.run_dir, algo="ppo", env_id=env.info.env_id, resume=resuming
+        )
+        lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
+        run.save_config(cfg)
+        return run
+
+    # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
+    # run's directory is made once Ray, the workers and the rollout size are accepted.
+    run = open_run() if resuming else None
+    sampler = session = None
     try:
         sampler = start_sampler(
             cfg,
             cfg.env,
-            functools.partial(actor_policy, cfg, obs_shape, n_actions),
-            env_options=options,
-            seed=restart_env_seed(cfg.seed, c["steps"]),
+            functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions),
+            env_options=env.options,
+            seed=restart_env_seed(cfg.seed, c.steps),
         )
         n_envs = sampler.num_workers * sampler.envs_per_worker
         if cfg.num_steps * n_envs < cfg.minibatches:
@@ -120,52 +113,49 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                 f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
                 f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
             )
+        run = run or open_run()
+        session = RunSession(
+            run, cfg, algo="ppo", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
+            clock=lrn.clock, stop_score=env.stop_score, recurrent=False,
+        )  # fmt: skip
         stats = RayStats(sampler, cfg.ray)
         last_done = np.ones(n_envs, dtype=bool)  # the next rollout's starts[0]
-        lag_acc = [0.0, 0]
+        lags: list[float] = []  # policy lag of each worker rollout since the last row
 
         def row_now(frames: int) -> dict[str, Any]:
-            row = lrn.metrics_row(frames)
-            row["policy_lag"] = lag_acc[0] / lag_acc[1] if lag_acc[1] else 0.0
-            lag_acc[:] = [0.0, 0]
-            row.update(stats.columns())
-            return row
+            row = {**lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
+            lags.clear()
+            return {**row, **stats.columns()}
 
         session.open(
             columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
-            frames=c["steps"] * frame_skip,
-            desc=f"ppo {info.env_id} ray x{sampler.num_workers}",
+            frames=lrn.frames,
+            desc=f"ppo {env.info.env_id} ray x{sampler.num_workers}",
         )
         threads = learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
         with num_threads(threads):
             with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, c["steps"] * frame_skip):
+                while not session.should_stop(stop, lrn.frames):
                     # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                    lrn.set_lr(c["steps"] * frame_skip)
+                    lrn.set_lr(lrn.frames)
 
                     # 2. Rollout: num_steps of every env of every worker, all with these weights.
                     t0 = time.perf_counter()
-                    sampler.set_weights(policy, version=c["updates"], force=True)
+                    sampler.set_weights(policy, version=c.updates, force=True)
                     try:
                         rollouts = sampler.collect_rollouts(cfg.num_steps)
                     except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
                         raise WorkerFailedError(str(exc)) from exc
                     r = concat_rollouts(rollouts)
-                    c["steps"] += r.meta.env_steps
-                    frames = c["steps"] * frame_skip
-                    for ret, length in zip(
-                        r.meta.episode_returns.tolist(), r.meta.episode_lengths.tolist()
-                    ):
-                        tracker.add_episode(ret, length, frames, clock.seconds)
+                    meta = r.meta
+                    lrn.episodes_done(meta.env_steps, meta.episode_returns, meta.episode_lengths)
                     for part in rollouts:
-                        lag = sampler.policy_lag(part)
-                        stats.add(part, lag)
-                        lag_acc[0] += lag
-                        lag_acc[1] += 1
+                        lags.append(sampler.policy_lag(part))
+                        stats.add(part, lags[-1])
                     rollout_s = time.perf_counter() - t0
 
-                    # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs);
-                    #    the last step: V of the observation after the rollout).
+                    # 3. Advantages: GAE with the workers' bootstrap values (truncation:
+                    #    V(final_obs); the last step: V of the observation after the rollout).
                     t1 = time.perf_counter()
                     batch = _to_batch(r, last_done, device, cfg.gamma, cfg.gae_lambda)
                     last_done = r.terminated[-1] | r.truncated[-1]
@@ -174,7 +164,8 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                     lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
 
                     # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    session.bar.update(frames, tracker, upd=c["updates"])
+                    frames = lrn.frames
+                    session.bar.update(frames, lrn.tracker, upd=c.updates)
                     session.cadence(
                         frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
                         row=functools.partial(row_now, frames), save=lrn.save,
@@ -182,19 +173,15 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                     )  # fmt: skip
 
             # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = c["steps"] * frame_skip
+            frames = lrn.frames
             return session.end(
-                frames,
-                row=functools.partial(row_now, frames),
-                save=lrn.save,
-                steps=c["steps"],
-                updates=c["updates"],
-                grad_steps=c["grad_steps"],
-                title=f"PPO {info.env_id} (Ray)",
-                extra={"ray": stats.summary()},
-            )
+                frames, row=functools.partial(row_now, frames), save=lrn.save,
+                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
+                title=f"PPO {env.info.env_id} (Ray)", extra={"ray": stats.summary()},
+            )  # fmt: skip
     finally:
-        session.close()
+        if session is not None:
+            session.close()
         if sampler is not None:
             sampler.shutdown()
 

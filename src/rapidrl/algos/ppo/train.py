@@ -87,11 +87,10 @@ from rapidrl.train.loop import (
     LogEvent,
     RunSession,
     cpu_count,
-    env_options,
     num_threads,
     parse_with_resume,
+    probe_env,
     resolve_device,
-    resolve_stop_score,
     restart_env_seed,
     run_from_cli,
 )
@@ -120,13 +119,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.ppo.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    from rapidrl.envs import make_env, resolve_env
-
     cfg.validate()
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
-    stop_score = resolve_stop_score(cfg.stop_at_score, info)
     name = "ppo-lstm" if cfg.recurrent else "ppo"
     resuming = cfg.resume is not None
     # Nothing goes on disk until the config, the env and the env layout are accepted: a start
@@ -134,47 +127,42 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)  # then one generator per consumer (in the learner)
-
-    # Spaces from one probe env; the learner (network, Adam, generators, counters) from them.
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"PPO here needs a discrete action space; {cfg.env} has {act_space}")
+    # Spaces, options, frame skip and stop score from one probe env; the learner (network,
+    # Adam, generators, counters) from them.
+    env = probe_env(cfg, "PPO")
     rollout = session = None
     try:
         with num_threads(cfg.torch_threads or cpu_count()):
-            lrn = Learner(cfg, tuple(obs_space.shape), int(act_space.n), device)
-            rollout = Rollout(cfg, options, obs_space, lrn)  # a bad env layout: a ConfigError
+            lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
+            rollout = Rollout(cfg, env.options, env.obs_space, lrn)  # bad layout: ConfigError
             # Everything is accepted: now the run dir, then the counters, cadences, tracker,
             # clock and checkpoints (restored on resume; config.json rewritten once the
             # checkpoint has accepted cfg).
             run = RunDir.create(
-                cfg.resume or cfg.run_dir, algo=name, env_id=info.env_id, resume=resuming
+                cfg.resume or cfg.run_dir, algo=name, env_id=env.info.env_id, resume=resuming
             )
-            lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
+            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
             run.save_config(cfg)
             c = lrn.c
             session = RunSession(
-                run, cfg, algo="ppo", env_id=info.env_id, device=device, tracker=lrn.tracker,
-                clock=lrn.clock, stop_score=stop_score, recurrent=cfg.recurrent,
+                run, cfg, algo="ppo", env_id=env.info.env_id, device=device,
+                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
+                recurrent=cfg.recurrent,
             )  # fmt: skip
-            rollout.reset(restart_env_seed(cfg.seed, c["steps"]))
+            rollout.reset(restart_env_seed(cfg.seed, c.steps))
             session.open(
-                columns=METRIC_COLUMNS,
-                frames=c["steps"] * frame_skip,
-                desc=f"{name} {info.env_id}",
+                columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"{name} {env.info.env_id}"
             )
 
             with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, c["steps"] * frame_skip):
+                while not session.should_stop(stop, lrn.frames):
                     # 1. Learning rate: annealed linearly to 0 over lr_anneal_frames (or
                     #    KL-adaptive).
-                    lrn.set_lr(c["steps"] * frame_skip)
+                    lrn.set_lr(lrn.frames)
                     # 2. Rollout: num_steps x num_envs agent steps (see the module docstring
                     #    for how an asynchronous vector env's batches are assembled).
                     t0 = time.perf_counter()
-                    rollout.collect(functools.partial(lrn.steps_done, session, frame_skip))
+                    rollout.collect(functools.partial(lrn.steps_done, session))
                     rollout_s = time.perf_counter() - t0
                     # 3. Advantages: GAE per env up to its own length, bootstrapped from the
                     #    value of the observation each env holds now.
@@ -183,8 +171,8 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     # 4. PPO epochs.
                     lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
                     # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    frames = c["steps"] * frame_skip
-                    session.bar.update(frames, lrn.tracker, upd=c["updates"])
+                    frames = lrn.frames
+                    session.bar.update(frames, lrn.tracker, upd=c.updates)
                     session.cadence(
                         frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
                         row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
@@ -192,11 +180,11 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                     )  # fmt: skip
 
             # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = c["steps"] * frame_skip
+            frames = lrn.frames
             return session.end(
                 frames, row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
-                steps=c["steps"], updates=c["updates"], grad_steps=c["grad_steps"],
-                title=f"{name.upper()} {info.env_id}",
+                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
+                title=f"{name.upper()} {env.info.env_id}",
             )  # fmt: skip
     finally:
         if session is not None:
@@ -394,26 +382,20 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     LSTM ``act`` is a :class:`RecurrentPolicy` that carries its state from call to call; call
     ``act.reset()`` at each new episode.
     """
-    from rapidrl.envs import make_env, resolve_env
-
     cfg = config_from_dict(PPOConfig, config)
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    probe = make_env(cfg.env, **options)
-    obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
-    probe.close()
-    net = make_policy(cfg, obs_shape, n_actions, device).to(device)
+    env = probe_env(cfg, "PPO")
+    net = make_policy(cfg, env.obs_shape, env.n_actions, device).to(device)
     ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
     net.eval()
     if cfg.recurrent:
-        return RecurrentPolicy(net, device), cfg.env, options
+        return RecurrentPolicy(net, device), cfg.env, env.options
 
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             logits, _ = net(torch.as_tensor(np.asarray(obs), device=device))
         return logits.argmax(-1).cpu().numpy()
 
-    return act, cfg.env, options
+    return act, cfg.env, env.options
 
 
 # --------------------------------------------------------------------------------------------

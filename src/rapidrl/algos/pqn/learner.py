@@ -239,7 +239,7 @@ class Learner(RolloutLearner):
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int) -> dict[str, Any]:
         """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        acc, n = self.c["acc"], self.c["acc"]["n"]
+        acc, n = self.c.acc, self.c.acc["n"]
         row = {
             "seconds": self.clock.seconds,
             "fps": self.clock.fps(frames),
@@ -247,11 +247,11 @@ class Learner(RolloutLearner):
             **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
             "epsilon": epsilon_at(self.cfg, frames),
             "lr": float(self.opt.param_groups[0]["lr"]),
-            "steps": self.c["steps"],
-            "updates": self.c["updates"],
-            "grad_steps": self.c["grad_steps"],
+            "steps": self.c.steps,
+            "updates": self.c.updates,
+            "grad_steps": self.c.grad_steps,
             "rollout_s": acc["rollout_s"] / n if n else math.nan,
             "update_s": acc["update_s"] / n if n else math.nan,
         }
-        self.c["acc"] = _zero_acc()
+        self.c.acc = _zero_acc()
         return row

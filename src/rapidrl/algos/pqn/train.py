@@ -57,11 +57,10 @@ from rapidrl.train.loop import (
     LogEvent,
     RunSession,
     cpu_count,
-    env_options,
     num_threads,
     parse_with_resume,
+    probe_env,
     resolve_device,
-    resolve_stop_score,
     restart_env_seed,
     run_from_cli,
 )
@@ -97,102 +96,82 @@ def step_all(envs, actions: np.ndarray):
 
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
-    from rapidrl.envs import make_env, resolve_env
-
     cfg.validate()
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    frame_skip = options.get("frame_skip", 4) if info.is_atari else 1
-    stop_score = resolve_stop_score(cfg.stop_at_score, info)
     resuming = cfg.resume is not None
     # Nothing goes on disk until the config, the env and the env layout are accepted: a start
     # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(cfg.torch_threads or cpu_count())
-    seed_everything(cfg.seed)
-
-    # Spaces from one probe env; the learner (network, RAdam, generators, counters) from them.
-    probe = make_env(cfg.env, **options)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"PQN needs a discrete action space; {cfg.env} has {act_space}")
-    obs_shape = tuple(obs_space.shape)
-    lrn = Learner(cfg, obs_shape, int(act_space.n), device)
-
     rollout = session = None
     try:
-        rollout = Rollout(cfg, options, obs_space, lrn, frame_skip)  # a bad layout: ConfigError
-        # Everything is accepted: now the run dir and its checkpoints (restored on resume;
-        # config.json rewritten once the checkpoint has accepted cfg).
-        run = RunDir.create(
-            cfg.resume or cfg.run_dir, algo="pqn", env_id=info.env_id, resume=resuming
-        )
-        lrn.start(run, stop_score=stop_score, resuming=resuming, frame_skip=frame_skip)
-        run.save_config(cfg)
-        c = lrn.c
-        session = RunSession(
-            run, cfg, algo="pqn", env_id=info.env_id, device=device, tracker=lrn.tracker,
-            clock=lrn.clock, stop_score=stop_score,
-        )  # fmt: skip
-        rollout.reset(restart_env_seed(cfg.seed, c["steps"]))
-        session.open(
-            columns=METRIC_COLUMNS, frames=c["steps"] * frame_skip, desc=f"pqn {info.env_id}"
-        )
-        with StopOnInterrupt() as stop:
-            while not session.should_stop(stop, c["steps"] * frame_skip):
-                # 1. Learning rate: annealed linearly to 0 over schedule_frames.
-                lrn.set_lr(c["steps"] * frame_skip)
+        with num_threads(cfg.torch_threads or cpu_count()):
+            seed_everything(cfg.seed)
+            # Spaces, options, frame skip and stop score from one probe env; the learner
+            # (network, RAdam, generators, counters) from them.
+            env = probe_env(cfg, "PQN")
+            lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
+            rollout = Rollout(cfg, env.options, env.obs_space, lrn)  # bad layout: ConfigError
+            # Everything is accepted: now the run dir and its checkpoints (restored on resume;
+            # config.json rewritten once the checkpoint has accepted cfg).
+            run = RunDir.create(
+                cfg.resume or cfg.run_dir, algo="pqn", env_id=env.info.env_id, resume=resuming
+            )
+            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
+            run.save_config(cfg)
+            c = lrn.c
+            session = RunSession(
+                run, cfg, algo="pqn", env_id=env.info.env_id, device=device,
+                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
+            )  # fmt: skip
+            rollout.reset(restart_env_seed(cfg.seed, c.steps))
+            session.open(columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"pqn {env.info.env_id}")
+            with StopOnInterrupt() as stop:
+                while not session.should_stop(stop, lrn.frames):
+                    # 1. Learning rate: annealed linearly to 0 over schedule_frames.
+                    lrn.set_lr(lrn.frames)
 
-                # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps, on act_threads.
-                t0 = time.perf_counter()
-                rollout.collect(functools.partial(lrn.steps_done, session, frame_skip))
-                rollout_s = time.perf_counter() - t0
+                    # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps.
+                    t0 = time.perf_counter()
+                    rollout.collect(functools.partial(lrn.steps_done, session))
+                    rollout_s = time.perf_counter() - t0
 
-                # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
-                t1 = time.perf_counter()
-                returns = rollout.targets()
+                    # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations
+                    #    held now.
+                    t1 = time.perf_counter()
+                    returns = rollout.targets()
 
-                # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
-                lrn.train_on_rollout(
-                    rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1
-                )
+                    # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
+                    lrn.train_on_rollout(
+                        rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1
+                    )
 
-                # 5. Metrics row and checkpoint, by seconds and/or frames.
-                frames = c["steps"] * frame_skip
-                session.cadence(
-                    frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                    row=functools.partial(lrn.metrics_row, frames), save=lrn.save, on_log=on_log,
-                )  # fmt: skip
+                    # 5. Metrics row and checkpoint, by seconds and/or frames.
+                    frames = lrn.frames
+                    session.cadence(
+                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
+                        row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
+                        on_log=on_log,
+                    )  # fmt: skip
 
-        # The end: a last checkpoint and row, the summary and the learning curve.
-        frames = c["steps"] * frame_skip
-        return session.end(
-            frames,
-            row=functools.partial(lrn.metrics_row, frames),
-            save=lrn.save,
-            steps=c["steps"],
-            updates=c["updates"],
-            grad_steps=c["grad_steps"],
-            title=f"PQN {info.env_id}",
-        )
+            # The end: a last checkpoint and row, the summary and the learning curve.
+            frames = lrn.frames
+            return session.end(
+                frames, row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
+                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
+                title=f"PQN {env.info.env_id}",
+            )  # fmt: skip
     finally:
         if session is not None:
             session.close()
         if rollout is not None:
             rollout.close()
-        torch.set_num_threads(threads_before)
 
 
 class Rollout:
     """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
     recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
 
-    def __init__(
-        self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner, frame_skip: int
-    ):
+    def __init__(self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner):
         from rapidrl.vector import make_vec
 
         backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
@@ -202,7 +181,7 @@ class Rollout:
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot build the vector env: {exc}") from exc
-        self.cfg, self.lrn, self.frame_skip, self.device = cfg, lrn, frame_skip, lrn.device
+        self.cfg, self.lrn, self.device = cfg, lrn, lrn.device
         T, N, device = cfg.num_steps, cfg.num_envs, lrn.device
         obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
         self.obs = torch.zeros((T, N, *obs_space.shape), dtype=obs_dtype, device=device)
@@ -222,7 +201,7 @@ class Rollout:
         with num_threads(cfg.act_threads or 1):
             for t in range(cfg.num_steps):
                 obs = torch.as_tensor(self.next_obs, device=device)
-                eps = epsilon_at(cfg, lrn.c["steps"] * self.frame_skip)
+                eps = epsilon_at(cfg, lrn.frames)
                 actions, max_q = lrn.act(obs, eps)
                 self.obs[t], self.actions[t], self.max_q[t] = obs, actions, max_q
                 self.next_obs, rewards, terminated, truncated, infos = step_all(
@@ -260,15 +239,9 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
 
     Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``.
     """
-    from rapidrl.envs import make_env, resolve_env
-
     cfg = config_from_dict(PQNConfig, config)
-    info = resolve_env(cfg.env)
-    options = env_options(cfg, info.is_atari)
-    probe = make_env(cfg.env, **options)
-    obs_shape, n_actions = tuple(probe.observation_space.shape), int(probe.action_space.n)
-    probe.close()
-    net = make_pqn_network(cfg, obs_shape, n_actions, device).to(device)
+    env = probe_env(cfg, "PQN")
+    net = make_pqn_network(cfg, env.obs_shape, env.n_actions, device).to(device)
     ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
     net.eval()
 
@@ -276,7 +249,7 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
         with torch.no_grad():
             return net(torch.as_tensor(np.asarray(obs), device=device)).argmax(1).cpu().numpy()
 
-    return act, cfg.env, options
+    return act, cfg.env, env.options
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,591 @@
+"""``rapidrl bench atari``: a suite of games x algorithms/presets x seeds at one frame (or time)
+budget, one table.
+
+Each run is ``rapidrl train ALGO --preset PRESET --env GAME --seed S --max-frames F`` in its own
+process, into ``OUT/GAME/ALGO-PRESET/seed-S/`` (its usual run directory), its log beside it.
+Locally the runs go one after the other (each alone on the machine: two runs side by side halve
+each other's speed); with ``--ray`` each run is a Ray task holding ``--cpus-per-run`` CPUs, so a
+cluster runs as many at once as it has room for (:func:`run_on_ray`).
+
+What it writes into ``--out-dir`` (rewritten after every finished run):
+
+- ``suite.json``: every run's record (frames, minutes, frames/s, final and best mean-100 of real
+  game scores, human-normalized scores, the reference scores at the same frame count, stop
+  reason), the per game x algorithm medians, the command, the CPU;
+- ``suite.md``: the same as tables, ready for a README;
+- ``curves-GAME.png``: each run's mean-100 against wall-clock minutes and against frames.
+
+Stopped and started again with the same ``--out-dir`` and the same lists, a suite goes on where it
+left off: a finished run (``summary.json`` with a stop reason other than ``interrupted``) is kept
+as it is; an unfinished run with a checkpoint resumes from its newest one (``rapidrl train ALGO
+--resume``); an unfinished run without one starts again.
+
+Scores: ``return_mean_100`` is the mean real game score (unclipped, whole games, every life) of
+the last 100 games played while training, as every trainer logs it. The human-normalized score
+is ``(score - random) / (human - random)`` with the random and human scores of Mnih et al. (2015)
+as tabulated in DeepMind's dqn_zoo (:data:`HUMAN_RANDOM`). The references are Dopamine's
+published training curves (:func:`reference_scores`), another protocol: see
+``dopamine_reference.json``'s ``protocol`` and the README.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from rapidrl.bench.runner import read_curve, read_summary, run_training, trainer_argv
+from rapidrl.config import ConfigError
+from rapidrl.hardware import describe, hardware_record
+
+__all__ = [
+    "HUMAN_RANDOM",
+    "BenchAtariConfig",
+    "RunSpec",
+    "bench_atari",
+    "format_tables",
+    "human_normalized",
+    "main",
+    "reference_scores",
+    "run_state",
+    "summarize_suite",
+]
+
+ALGOS = ("ppo", "ppo-lstm", "dqn", "rainbow", "pqn")
+
+# (random, human) game scores: Mnih et al. 2015 (Nature DQN), extended to the 57 games as
+# tabulated in google-deepmind/dqn_zoo (dqn_zoo/atari_data.py). Keys: our game names without "_".
+HUMAN_RANDOM: dict[str, tuple[float, float]] = {
+    "alien": (227.8, 7127.7), "amidar": (5.8, 1719.5), "assault": (222.4, 742.0),
+    "asterix": (210.0, 8503.3), "asteroids": (719.1, 47388.7), "atlantis": (12850.0, 29028.1),
+    "bankheist": (14.2, 753.1), "battlezone": (2360.0, 37187.5), "beamrider": (363.9, 16926.5),
+    "berzerk": (123.7, 2630.4), "bowling": (23.1, 160.7), "boxing": (0.1, 12.1),
+    "breakout": (1.7, 30.5), "centipede": (2090.9, 12017.0), "choppercommand": (811.0, 7387.8),
+    "crazyclimber": (10780.5, 35829.4), "defender": (2874.5, 18688.9),
+    "demonattack": (152.1, 1971.0), "doubledunk": (-18.6, -16.4), "enduro": (0.0, 860.5),
+    "fishingderby": (-91.7, -38.7), "freeway": (0.0, 29.6), "frostbite": (65.2, 4334.7),
+    "gopher": (257.6, 2412.5), "gravitar": (173.0, 3351.4), "hero": (1027.0, 30826.4),
+    "icehockey": (-11.2, 0.9), "jamesbond": (29.0, 302.8), "kangaroo": (52.0, 3035.0),
+    "krull": (1598.0, 2665.5), "kungfumaster": (258.5, 22736.3),
+    "montezumarevenge": (0.0, 4753.3), "mspacman": (307.3, 6951.6),
+    "namethisgame": (2292.3, 8049.0), "phoenix": (761.4, 7242.6), "pitfall": (-229.4, 6463.7),
+    "pong": (-20.7, 14.6), "privateeye": (24.9, 69571.3), "qbert": (163.9, 13455.0),
+    "riverraid": (1338.5, 17118.0), "roadrunner": (11.5, 7845.0), "robotank": (2.2, 11.9),
+    "seaquest": (68.4, 42054.7), "skiing": (-17098.1, -4336.9), "solaris": (1236.3, 12326.7),
+    "spaceinvaders": (148.0, 1668.7), "stargunner": (664.0, 10250.0), "surround": (-10.0, 6.5),
+    "tennis": (-23.8, -8.3), "timepilot": (3568.0, 5229.2), "tutankham": (11.4, 167.6),
+    "upndown": (533.4, 11693.2), "venture": (0.0, 1187.5), "videopinball": (16256.9, 17667.9),
+    "wizardofwor": (563.5, 4756.5), "yarsrevenge": (3092.9, 54576.9), "zaxxon": (32.5, 9173.3),
+}  # fmt: skip
+
+
+def _key(game: str) -> str:
+    return game.replace("_", "").replace("-", "").lower()
+
+
+def human_normalized(game: str, score: float | None) -> float | None:
+    """``(score - random) / (human - random)``; None for a game without published scores (or no
+    score)."""
+    if score is None or _key(game) not in HUMAN_RANDOM:
+        return None
+    rnd, human = HUMAN_RANDOM[_key(game)]
+    return (score - rnd) / (human - rnd)
+
+
+@lru_cache(maxsize=1)
+def _dopamine() -> dict[str, Any]:
+    return json.loads((Path(__file__).parent / "dopamine_reference.json").read_text())
+
+
+def reference_scores(game: str, frames: float) -> dict[str, Any] | None:
+    """Dopamine's DQN, C51, Rainbow and IQN at the largest tabulated frame count (1, 2, 5, 10,
+    20, 50M) not beyond ``frames`` (2% slack: a 10M budget ends a little past 10M): ``{"frames":
+    10_000_000, "DQN": 21.5, ...}`` (mean training return of 5 seeds), or None."""
+    table = _dopamine()
+    game_refs = table["games"].get(_key(game))
+    fit = [m for m in table["frames_millions"] if m * 1e6 <= frames * 1.02]
+    if game_refs is None or not fit:
+        return None
+    m = str(max(fit))
+    out: dict[str, Any] = {"frames": int(max(fit) * 1e6)}
+    for agent, by_frames in game_refs.items():
+        if m in by_frames:
+            out[agent] = by_frames[m]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchAtariConfig:
+    """Games x algorithms/presets x seeds at one budget: one table, curves, JSON; resumable."""
+
+    games: str = "breakout,seaquest,space_invaders"
+    """Comma-separated games (any alias `rapidrl train --env` takes: breakout, ALE/Qbert-v5, ...)."""
+    algos: str = "ppo:fast"
+    """Comma-separated ALGO:PRESET pairs (ppo, ppo-lstm, dqn, rainbow, pqn), e.g.
+    ppo:fast,dqn:fast,rainbow:rainbow. ALGO alone takes the preset named like it, else fast."""
+    seeds: str = "1"
+    """Comma-separated seeds."""
+    max_frames: int = 10_000_000
+    """Frame budget of every run (emulator frames)."""
+    max_minutes: float | None = None
+    """Wall-clock budget of every run (training minutes; None: the frame budget only)."""
+    stop_at_score: str = "none"
+    """Each trainer's --stop-at-score: none = always the whole budget (scores at one frame count);
+    auto = stop where solved (Pong: 18), for time-to-solve comparisons; or a number."""
+    out_dir: str = "bench_out/atari"
+    """Where the runs and suite.json, suite.md, curves-GAME.png go. Run the same command again
+    to go on with a suite that was stopped."""
+    grace_minutes: float = 10.0
+    """A run still alive this long past its budget is killed and reported as failed (only with
+    --max-minutes; a frame budget alone has no time limit)."""
+    ray: str | None = None
+    """Run the suite on Ray: local = start Ray on this machine, else a cluster address (e.g.
+    auto, ray://head:10001). Each run is a task with --cpus-per-run CPUs; a run whose node is
+    lost is run again on another node, from its last checkpoint when --out-dir is on storage
+    every node sees (else from the start). None: one run after the other here."""
+    cpus_per_run: float = 2.0
+    """CPUs each run holds on Ray (its trainer's threads and env workers share them)."""
+    retries: int = 3
+    """With --ray: how many times a run whose node or worker died is started again."""
+
+    def validate(self) -> None:
+        if not self.game_list():
+            raise ConfigError("--games needs at least one game, e.g. --games breakout,pong")
+        self.algo_list()
+        seeds = self.seed_list()
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ConfigError(f"--seeds needs distinct integers, e.g. 1,2,3; got {self.seeds!r}")
+        if self.max_frames < 1:
+            raise ConfigError(f"--max-frames must be >= 1, got {self.max_frames}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ConfigError(f"--max-minutes must be > 0 or None, got {self.max_minutes}")
+        if self.stop_at_score.lower() not in ("none", "auto"):
+            try:
+                float(self.stop_at_score)
+            except ValueError:
+                raise ConfigError(
+                    f"--stop-at-score must be none, auto or a number; got {self.stop_at_score!r}"
+                ) from None
+        if self.cpus_per_run <= 0:
+            raise ConfigError(f"--cpus-per-run must be > 0, got {self.cpus_per_run}")
+        if self.retries < 0:
+            raise ConfigError(f"--retries must be >= 0, got {self.retries}")
+
+    def game_list(self) -> list[str]:
+        return [g.strip() for g in self.games.split(",") if g.strip()]
+
+    def algo_list(self) -> list[tuple[str, str]]:
+        out = []
+        for item in (a.strip() for a in self.algos.split(",") if a.strip()):
+            algo, _, preset = item.partition(":")
+            if algo not in ALGOS:
+                raise ConfigError(
+                    f"--algos: unknown algorithm {algo!r} in {item!r}; choose from "
+                    f"{', '.join(ALGOS)} (as ALGO:PRESET, e.g. ppo:fast)"
+                )
+            out.append((algo, preset or _default_preset(algo)))
+        if not out:
+            raise ConfigError("--algos needs at least one ALGO:PRESET, e.g. ppo:fast")
+        if len(set(out)) != len(out):
+            raise ConfigError(f"--algos lists a pair twice: {self.algos}")
+        return out
+
+    def seed_list(self) -> list[int]:
+        try:
+            return [int(s) for s in self.seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(
+                f"--seeds must be comma-separated integers; got {self.seeds!r}"
+            ) from None
+
+    def runs(self) -> list[RunSpec]:
+        """Every run of the suite, in the order a local suite plays them: game by game."""
+        return [
+            RunSpec(game, algo, preset, seed)
+            for game in self.game_list()
+            for algo, preset in self.algo_list()
+            for seed in self.seed_list()
+        ]
+
+
+def _default_preset(algo: str) -> str:
+    return "rainbow" if algo == "rainbow" else "fast"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the suite."""
+
+    game: str
+    algo: str
+    preset: str
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.algo}:{self.preset}"
+
+    def run_dir(self, out_dir: str | os.PathLike) -> Path:
+        return Path(out_dir) / self.game / f"{self.algo}-{self.preset}" / f"seed-{self.seed}"
+
+
+# --------------------------------------------------------------------------------------------
+# One run: what state it is in, the command that takes it on, its record
+# --------------------------------------------------------------------------------------------
+def run_state(run_dir: Path) -> str:
+    """``done`` (a summary with a final stop reason), ``resume`` (a checkpoint to go on from),
+    or ``fresh`` (nothing worth keeping)."""
+    from rapidrl.train import list_checkpoints
+
+    summary = read_summary(run_dir)
+    if summary is not None and summary.get("stop_reason") not in (None, "interrupted"):
+        return "done"
+    if (run_dir / "checkpoints").is_dir() and list_checkpoints(run_dir / "checkpoints"):
+        return "resume"
+    return "fresh"
+
+
+def run_command(
+    b: BenchAtariConfig, spec: RunSpec, run_dir: Path, extra: Sequence[str]
+) -> list[str]:
+    """The trainer's command line for ``spec`` in the state its run dir is in."""
+    budget = ["--max-frames", str(b.max_frames), "--no-progress"]
+    if b.max_minutes is not None:
+        budget += ["--max-minutes", str(b.max_minutes)]
+    if b.ray:  # the trainer's threads within the CPUs Ray gave the run
+        budget += ["--torch-threads", str(max(1, int(b.cpus_per_run)))]
+    if run_state(run_dir) == "resume":  # the run's own config.json gives everything else
+        return trainer_argv(spec.algo, "--resume", str(run_dir), *budget)
+    stop = "None" if b.stop_at_score.lower() == "none" else b.stop_at_score
+    return trainer_argv(
+        spec.algo, "--preset", spec.preset, "--env", spec.game, "--seed", str(spec.seed),
+        "--run-dir", str(run_dir), "--stop-at-score", stop, *budget, *extra,
+    )  # fmt: skip
+
+
+def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Take one run to its end (kept if done, resumed, or started) and return its record."""
+    run_dir = spec.run_dir(b.out_dir)
+    state = run_state(run_dir)
+    where = run_dir.parent / f"seed-{spec.seed}.node"  # the machine (Ray node) it ran on last
+    if state != "done":
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(_where() + "\n")
+        if state == "fresh" and run_dir.exists():
+            shutil.rmtree(run_dir)  # a start that died before its first checkpoint
+        cmd = run_command(b, spec, run_dir, extra)
+        limit = None if b.max_minutes is None else 60.0 * (b.max_minutes + b.grace_minutes) + 120
+        log = run_dir.parent / f"seed-{spec.seed}.log"
+        rc, _ = run_training(cmd, log, limit if limit is not None else 10 * 24 * 3600.0)
+        if rc != 0 or run_state(run_dir) != "done":
+            why = "killed after the time limit" if rc is None else f"exit code {rc}"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            return {**asdict(spec), "run_dir": str(run_dir), "failed": why, "log_tail": tail}
+    node = where.read_text().strip() if where.exists() else None
+    return {**run_record(spec, run_dir), "node": node}
+
+
+def _where() -> str:
+    """The machine (and Ray node, inside a Ray task) a run is taken on."""
+    import socket
+
+    where = socket.gethostname()
+    ray = sys.modules.get("ray")  # imported in a Ray worker; never imported here for this
+    if ray is not None and ray.is_initialized():
+        where += " ray-node " + ray.get_runtime_context().get_node_id()
+    return where
+
+
+def run_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """A finished run's row: its summary's numbers, the human-normalized scores and the
+    references at its frame count."""
+    s = read_summary(run_dir) or {}
+    final, best = s.get("return_mean_100"), s.get("best_return_mean_100")
+    frames = int(s.get("frames") or 0)
+    return {
+        **asdict(spec),
+        "run_dir": str(run_dir),
+        "frames": frames,
+        "minutes": float(s.get("seconds") or 0.0) / 60.0,
+        "frames_per_second": s.get("frames_per_second"),
+        "episodes": s.get("episodes"),
+        "return_mean_100": final,
+        "best_return_mean_100": best,
+        "hns": human_normalized(spec.game, final),
+        "best_hns": human_normalized(spec.game, best),
+        "stop_reason": s.get("stop_reason"),
+        "solved": s.get("solved"),
+        "minutes_to_solve": (s["seconds_to_solve"] / 60.0) if s.get("seconds_to_solve") else None,
+        "frames_to_solve": s.get("frames_to_solve"),
+        "reference": reference_scores(spec.game, frames),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The suite: local or on Ray, then the tables
+# --------------------------------------------------------------------------------------------
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per game x ALGO:PRESET: the median (and min, max) over seeds of the final mean-100, its
+    human-normalized score, minutes and frames/s; failed runs are counted, not averaged."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["game"], f"{r['algo']}:{r['preset']}"), []).append(r)
+    out = []
+    for (game, label), rs in groups.items():
+        ok = [r for r in rs if "failed" not in r]
+        finals = [r["return_mean_100"] for r in ok if r.get("return_mean_100") is not None]
+        out.append(
+            {
+                "game": game,
+                "algo": label,
+                "seeds": len(rs),
+                "failed": len(rs) - len(ok),
+                "return_mean_100": _median(finals),
+                "min": min(finals) if finals else None,
+                "max": max(finals) if finals else None,
+                "hns": human_normalized(game, _median(finals)),
+                "best_return_mean_100": _median(
+                    [
+                        r["best_return_mean_100"]
+                        for r in ok
+                        if r.get("best_return_mean_100") is not None
+                    ]
+                ),
+                "frames": _median([r["frames"] for r in ok]),
+                "minutes": _median([r["minutes"] for r in ok]),
+                "frames_per_second": _median(
+                    [r["frames_per_second"] for r in ok if r.get("frames_per_second")]
+                ),
+                "reference": next((r["reference"] for r in ok if r.get("reference")), None),
+            }
+        )
+    return out
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _frames(x: float | None) -> str:
+    return "-" if x is None else f"{x / 1e6:.2f}M"
+
+
+def _refs(ref: dict[str, Any] | None) -> str:
+    if not ref:
+        return "-"
+    at = f"{ref['frames'] / 1e6:g}M"
+    return f"{_num(ref.get('DQN'))} / {_num(ref.get('Rainbow'))} @{at}"
+
+
+def format_tables(result: dict[str, Any]) -> str:
+    """``suite.md``: the per game x algorithm medians, then every run, the command and CPU."""
+    lines = [
+        f"rapidrl bench atari, {result['cpu']}",
+        "",
+        "| game | algo:preset | seeds | frames | minutes | frames/s | mean-100 (final, median) "
+        "| min-max | HNS | best mean-100 | Dopamine DQN / Rainbow |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for g in result["summary"]:
+        seeds = f"{g['seeds'] - g['failed']}/{g['seeds']}"
+        spread = f"{_num(g['min'])}..{_num(g['max'])}" if g["min"] is not None else "-"
+        lines.append(
+            f"| {g['game']} | {g['algo']} | {seeds} | {_frames(g['frames'])} "
+            f"| {_num(g['minutes'])} | {_num(g['frames_per_second'], ',.0f')} "
+            f"| **{_num(g['return_mean_100'])}** | {spread} | {_num(g['hns'], '.2f')} "
+            f"| {_num(g['best_return_mean_100'])} | {_refs(g['reference'])} |"
+        )
+    lines += [
+        "",
+        "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in result["runs"]:
+        head = f"| {r['game']} | {r['algo']}:{r['preset']} | {r['seed']} "
+        if "failed" in r:
+            lines.append(head + f"| failed: {r['failed']} | | | | | | |")
+            continue
+        lines.append(
+            head + f"| {_frames(r['frames'])} | {r['minutes']:.1f} "
+            f"| {_num(r['frames_per_second'], ',.0f')} | {_num(r['return_mean_100'])} "
+            f"| {_num(r['best_return_mean_100'])} | {_num(r['hns'], '.2f')} | {r['stop_reason']} |"
+        )
+    lines += [
+        "",
+        "Scores: mean real game score of the last 100 training games. HNS: human-normalized "
+        "(Mnih et al. 2015 random/human scores). Dopamine: mean training return of 5 seeds over the "
+        "1M frames ending at the frame count shown, sticky actions 0.25, no life-loss signal.",
+        "",
+        "`" + " ".join(result["argv"]) + "`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot_games(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path) -> None:
+    """``curves-GAME.png``: each run's mean-100 against minutes (left) and frames (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for game in b.game_list():
+        fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+        for r in (r for r in records if r["game"] == game):
+            pts = read_curve(Path(r["run_dir"]))
+            if pts:
+                mins, frames, ret = zip(*pts)
+                label = f"{r['algo']}:{r['preset']} s{r['seed']}"
+                ax_t.plot(mins, ret, label=label)
+                ax_f.plot(frames, ret, label=label)
+        for ax, xlabel in ((ax_t, "minutes"), (ax_f, "frames")):
+            ax.set_xlabel(xlabel)
+            ax.grid(alpha=0.3)
+        ax_t.set_ylabel("return_mean_100")
+        if ax_f.get_legend_handles_labels()[0]:
+            ax_f.legend(loc="best", fontsize=7)
+        fig.suptitle(game)
+        fig.tight_layout()
+        fig.savefig(out / f"curves-{game}.png", dpi=90)
+        plt.close(fig)
+
+
+def write_results(
+    b: BenchAtariConfig, records: list[dict[str, Any]], extra: Sequence[str], argv: Sequence[str]
+) -> dict[str, Any]:
+    """suite.json and suite.md for the records so far (rewritten after every run)."""
+    out = Path(b.out_dir)
+    result = {
+        "config": asdict(b),
+        "extra_args": list(extra),
+        "argv": ["rapidrl", "bench", "atari", *argv],
+        "cpu": describe(),
+        "hardware": hardware_record(),
+        "runs": records,
+        "summary": summarize_suite(records),
+    }
+    tmp = out / "suite.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    os.replace(tmp, out / "suite.json")
+    (out / "suite.md").write_text(format_tables(result))
+    return result
+
+
+def run_locally(
+    b: BenchAtariConfig, extra: Sequence[str], done: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """One run after the other in this machine; ``done(record)`` after each."""
+    records = []
+    for spec in b.runs():
+        state = run_state(spec.run_dir(b.out_dir))
+        verb = {"done": "kept (finished before)", "resume": "resuming", "fresh": "starting"}[state]
+        print(f"  {spec.game} {spec.label} seed {spec.seed}: {verb}", flush=True)
+        record = execute_run(b, spec, extra)
+        records.append(record)
+        done(record)
+    return records
+
+
+def run_on_ray(
+    b: BenchAtariConfig, extra: Sequence[str], done: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """Every run as a Ray task of ``cpus_per_run`` CPUs (Ray places them where there is room and
+    starts a task again, up to ``retries`` times, when its node or worker process dies: the new
+    attempt resumes from the run's checkpoint when it can see it). ``done(record)`` as each
+    finishes, in the order they finish; the records come back in the suite's order."""
+    import ray
+
+    from rapidrl.distributed.training import check_ray
+
+    check_ray(b.ray)
+    if not ray.is_initialized():
+        ray.init(address=None if b.ray == "local" else b.ray, log_to_driver=False)
+    task = ray.remote(execute_run).options(
+        num_cpus=b.cpus_per_run, max_retries=b.retries, retry_exceptions=False
+    )
+    specs = b.runs()
+    pending = {task.remote(b, spec, list(extra)): i for i, spec in enumerate(specs)}
+    records: list[dict[str, Any] | None] = [None] * len(specs)
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        i = pending.pop(ready[0])
+        try:
+            records[i] = ray.get(ready[0])
+        except ray.exceptions.RayError as exc:  # retries spent: the node or worker kept dying
+            spec = specs[i]
+            records[i] = {
+                **asdict(spec),
+                "run_dir": str(spec.run_dir(b.out_dir)),
+                "failed": f"Ray task failed after {b.retries} retries: {type(exc).__name__}",
+                "log_tail": str(exc)[-2000:],
+            }
+        done(records[i])
+    return [r for r in records if r is not None]
+
+
+def bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
+    """Run (or go on with) the suite; write suite.json, suite.md and the curves; return the
+    result."""
+    b.validate()
+    out = Path(b.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    where = f"on Ray ({b.ray}, {b.cpus_per_run:g} CPUs a run)" if b.ray else "one run at a time"
+    runs = b.runs()
+    print(f"bench atari: {len(runs)} runs, {where}, {b.max_frames:,} frames each; {describe()}")
+    finished: list[dict[str, Any]] = []
+
+    def done(record: dict[str, Any]) -> None:
+        finished.append(record)
+        write_results(b, finished, extra, argv)
+        if "failed" in record:
+            print(f"  {record['game']} {record['algo']}:{record['preset']} seed {record['seed']}: "
+                  f"FAILED ({record['failed']})", flush=True)  # fmt: skip
+        else:
+            print(f"  {record['game']} {record['algo']}:{record['preset']} seed {record['seed']}: "
+                  f"mean-100 {_num(record['return_mean_100'])} after "
+                  f"{record['frames']:,} frames, {record['minutes']:.1f} min", flush=True)  # fmt: skip
+
+    records = (run_on_ray if b.ray else run_locally)(b, extra, done)
+    result = write_results(b, records, extra, argv)
+    print(format_tables(result))
+    try:
+        plot_games(b, records, out)
+    except Exception as exc:  # a plot must never lose the measured tables
+        print(f"could not plot: {exc}", file=sys.stderr)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``rapidrl bench atari [--games ...] [--algos ppo:fast] [--seeds 1] [-- TRAINER ARGS]``"""
+    import tyro
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, extra = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    b = tyro.cli(BenchAtariConfig, args=own, prog="rapidrl bench atari", description=__doc__)
+    try:
+        result = bench_atari(b, extra, argv)
+    except ConfigError as exc:
+        print(f"rapidrl: error: {exc}", file=sys.stderr)
+        return 2
+    return 0 if all("failed" not in r for r in result["runs"]) else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Running one training as a child process with a wall-clock limit, and reading what it left:
+written once for ``rapidrl bench solve`` and ``rapidrl bench atari``."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["read_curve", "read_summary", "run_training", "trainer_argv"]
+
+
+def trainer_argv(algo: str, *args: str) -> list[str]:
+    """``python -m rapidrl.cli train ALGO ARGS...`` with this interpreter."""
+    return [sys.executable, "-m", "rapidrl.cli", "train", algo, *args]
+
+
+def run_training(
+    cmd: Sequence[str], log_path: Path, limit_seconds: float
+) -> tuple[int | None, float]:
+    """Run ``cmd`` with stdout and stderr into ``log_path``; kill it after ``limit_seconds`` (a
+    hang: the trainers stop themselves at their budget). Returns ``(exit code or None when
+    killed, wall seconds)``. Ctrl-C reaches the child too: it is given a minute to checkpoint."""
+    t0 = time.monotonic()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            rc: int | None = proc.wait(timeout=limit_seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            rc = None
+        except KeyboardInterrupt:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    return rc, time.monotonic() - t0
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``summary.json``, or None when there is none (or it is torn)."""
+    try:
+        return json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[float, float, float]]:
+    """``(minutes, frames, value)`` of every metrics row of the run with a finite ``column``."""
+    from rapidrl.train import read_metrics
+
+    path = Path(run_dir) / "metrics.csv"
+    if not path.exists():
+        return []
+    _, rows = read_metrics(str(path))
+    out = []
+    for row in rows:
+        try:
+            value = float(row.get(column) or "nan")
+            minutes, frames = float(row["seconds"]) / 60.0, float(row["frames"])
+        except (KeyError, ValueError):
+            continue
+        if math.isfinite(value):
+            out.append((minutes, frames, value))
+    return out

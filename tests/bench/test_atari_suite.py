@@ -1,0 +1,153 @@
+"""``rapidrl bench atari``: the scores it reports (human-normalized, the references at the same
+frame count), the tables from canned run dirs, the state of a run dir, and a real suite that is
+stopped and started again (finished runs kept, an unfinished one resumed from its checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rapidrl.bench.atari import (
+    BenchAtariConfig,
+    RunSpec,
+    bench_atari,
+    format_tables,
+    human_normalized,
+    reference_scores,
+    run_command,
+    run_record,
+    run_state,
+    summarize_suite,
+)
+from rapidrl.config import ConfigError
+
+
+def test_human_normalized_scores():
+    assert human_normalized("pong", -20.7) == pytest.approx(0.0)
+    assert human_normalized("pong", 14.6) == pytest.approx(1.0)
+    assert human_normalized("space_invaders", 148.0 + (1668.7 - 148.0) / 2) == pytest.approx(0.5)
+    assert human_normalized("SpaceInvaders", 148.0) == pytest.approx(0.0)
+    assert human_normalized("CartPole-v1", 500.0) is None  # no published human score
+    assert human_normalized("breakout", None) is None
+
+
+def test_reference_scores_at_the_same_frames():
+    ref = reference_scores("breakout", 10_003_200)  # a 10M budget ends a little past it
+    assert ref["frames"] == 10_000_000
+    assert ref["DQN"] == pytest.approx(21.5) and ref["Rainbow"] == pytest.approx(41.9)
+    assert reference_scores("breakout", 4_000_000)["frames"] == 2_000_000
+    assert reference_scores("space_invaders", 5e6)["frames"] == 5_000_000
+    assert reference_scores("breakout", 500_000) is None  # before the first tabulated point
+    assert reference_scores("CartPole-v1", 1e7) is None
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(algos="ppo:fast,a2c"), "unknown algorithm 'a2c'"),
+        (dict(algos="ppo,ppo:fast"), "lists a pair twice"),
+        (dict(seeds="1,1"), "--seeds"),
+        (dict(games=" , "), "--games"),
+        (dict(stop_at_score="solved"), "--stop-at-score"),
+        (dict(max_frames=0), "--max-frames"),
+        (dict(cpus_per_run=0), "--cpus-per-run"),
+    ],
+)
+def test_config_errors(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        BenchAtariConfig(**fields).validate()
+
+
+def test_runs_and_default_presets():
+    b = BenchAtariConfig(games="breakout,pong", algos="ppo,rainbow,dqn:fast", seeds="1,2")
+    runs = b.runs()
+    assert len(runs) == 12 and runs[0] == RunSpec("breakout", "ppo", "fast", 1)
+    assert {r.label for r in runs} == {"ppo:fast", "rainbow:rainbow", "dqn:fast"}
+    assert runs[0].run_dir("out").as_posix() == "out/breakout/ppo-fast/seed-1"
+
+
+def _canned_run(run_dir, *, frames, final, best, stop="max_frames", curve=((0, -20.0),)):
+    run_dir.mkdir(parents=True)
+    summary = dict(
+        frames=frames, seconds=600.0, episodes=150, return_mean_100=final,
+        best_return_mean_100=best, solved=False, frames_to_solve=None, seconds_to_solve=None,
+        frames_per_second=frames / 600.0, stop_reason=stop,
+    )  # fmt: skip
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    rows = ["frames,seconds,return_mean_100"] + [f"{f},{f / 1000},{v}" for f, v in curve]
+    (run_dir / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_tables_from_canned_run_dirs(tmp_path):
+    specs = [RunSpec("breakout", "ppo", "fast", s) for s in (1, 2, 3)]
+    for spec, final in zip(specs, (10.0, 30.0, 20.0)):
+        _canned_run(spec.run_dir(tmp_path), frames=10_001_024, final=final, best=final + 5)
+    records = [run_record(spec, spec.run_dir(tmp_path)) for spec in specs]
+    records.append({**RunSpec("breakout", "ppo", "fast", 4).__dict__, "failed": "exit code 1"})
+    assert records[0]["hns"] == pytest.approx((10.0 - 1.7) / (30.5 - 1.7))
+    assert records[0]["reference"]["frames"] == 10_000_000
+    (group,) = summarize_suite(records)
+    assert group["seeds"] == 4 and group["failed"] == 1
+    assert group["return_mean_100"] == 20.0 and (group["min"], group["max"]) == (10.0, 30.0)
+    assert group["hns"] == pytest.approx((20.0 - 1.7) / 28.8)
+    assert group["best_return_mean_100"] == 25.0 and group["minutes"] == 10.0
+    table = format_tables(
+        {"cpu": "test CPU", "summary": [group], "runs": records, "argv": ["rapidrl", "x"]}
+    )
+    assert "| breakout | ppo:fast | 3/4 | 10.00M | 10.0 |" in table
+    assert "**20.0** | 10.0..30.0 | 0.64 |" in table
+    assert "21.5 / 41.9 @10M" in table  # Dopamine DQN / Rainbow at 10M frames
+    assert "| breakout | ppo:fast | 4 | failed: exit code 1 |" in table
+
+
+def test_run_state_and_command(tmp_path):
+    b = BenchAtariConfig(games="pong", algos="ppo:fast", out_dir=str(tmp_path), max_frames=1000)
+    spec = b.runs()[0]
+    run_dir = spec.run_dir(tmp_path)
+    assert run_state(run_dir) == "fresh"
+    cmd = run_command(b, spec, run_dir, ["--obs-size", "64"])
+    assert cmd[-2:] == ["--obs-size", "64"] and "--preset" in cmd and "--resume" not in cmd
+    assert cmd[cmd.index("--stop-at-score") + 1] == "None"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "ckpt-000000001000.pt").write_bytes(b"x")
+    assert run_state(run_dir) == "resume"
+    cmd = run_command(b, spec, run_dir, ["--obs-size", "64"])
+    assert cmd[cmd.index("--resume") + 1] == str(run_dir) and "--preset" not in cmd
+    (run_dir / "summary.json").write_text(json.dumps({"stop_reason": "interrupted"}))
+    assert run_state(run_dir) == "resume"  # Ctrl-C: summary written, run not finished
+    (run_dir / "summary.json").write_text(json.dumps({"stop_reason": "max_frames"}))
+    assert run_state(run_dir) == "done"
+
+
+def test_a_stopped_suite_goes_on_where_it_left_off(tmp_path):
+    """Two CartPole runs to the end; then seed 2 is made "stopped before its end" (its summary
+    gone, its checkpoints kept) and a third run's dir holds only a torn start. Run again: seed 1
+    is kept byte for byte, seed 2 resumes from its checkpoint, seed 3 starts over."""
+    b = BenchAtariConfig(
+        games="CartPole-v1", algos="ppo:cartpole", seeds="1,2", max_frames=1024,
+        out_dir=str(tmp_path / "suite"),
+    )  # fmt: skip
+    extra = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
+    first = bench_atari(b, extra)
+    assert [r["seed"] for r in first["runs"]] == [1, 2]
+    assert all("failed" not in r and r["frames"] >= 1024 for r in first["runs"])
+    assert first["runs"][0]["hns"] is None and first["runs"][0]["reference"] is None
+    seed1, seed2 = (RunSpec("CartPole-v1", "ppo", "cartpole", s).run_dir(b.out_dir) for s in (1, 2))
+    kept = (seed1 / "summary.json").read_bytes()
+    (seed2 / "summary.json").unlink()
+    torn = RunSpec("CartPole-v1", "ppo", "cartpole", 3).run_dir(b.out_dir)
+    torn.mkdir(parents=True)
+    (torn / "config.json").write_text("{")
+
+    again = bench_atari(BenchAtariConfig(**{**b.__dict__, "seeds": "1,2,3"}), extra)
+    assert (seed1 / "summary.json").read_bytes() == kept
+    log2 = (seed2.parent / "seed-2.log").read_text()
+    assert "resumed" in log2
+    assert [r["seed"] for r in again["runs"]] == [1, 2, 3]
+    assert all("failed" not in r for r in again["runs"]), again["runs"]
+    assert again["runs"][1]["frames"] == first["runs"][1]["frames"]  # its budget was spent
+    assert json.loads((tmp_path / "suite" / "suite.json").read_text())["summary"][0]["seeds"] == 3
+    assert (tmp_path / "suite" / "curves-CartPole-v1.png").exists()
+    assert not math.isnan(again["summary"][0]["return_mean_100"])
