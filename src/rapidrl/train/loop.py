@@ -50,6 +50,7 @@ __all__ = [
     "resolve_device",
     "resolve_stop_score",
     "restart_env_seed",
+    "start_run",
     "stop_reason",
 ]
 
@@ -179,6 +180,20 @@ def probe_env(cfg: Any, algo: str) -> EnvProbe:
         obs_space=obs_space,
         n_actions=int(act_space.n),
     )
+
+
+def start_run(cfg: Any, lrn: Any, env: EnvProbe, *, algo: str) -> RunDir:
+    """The run dir of ``cfg`` (made, or reopened with ``--resume``), the learner started on it
+    (its checkpoints; on resume everything restored from the newest one), then config.json
+    (written once the checkpoint has accepted ``cfg``). Every trainer and Ray driver calls it
+    once its config, env and layout are accepted, so a refused start leaves nothing on disk."""
+    resuming = cfg.resume is not None
+    run = RunDir.create(
+        cfg.resume or cfg.run_dir, algo=algo, env_id=env.info.env_id, resume=resuming
+    )
+    lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
+    run.save_config(cfg)
+    return run
 
 
 @dataclasses.dataclass

@@ -67,6 +67,7 @@ from rapidrl.train.loop import (
     probe_env,
     resolve_device,
     restart_env_seed,
+    start_run,
 )
 
 __all__ = ["actor_policy", "train_ray"]
@@ -101,18 +102,9 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     c = lrn.c
     policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
 
-    def open_run() -> RunDir:
-        """The run dir and its checkpoints (restored on resume), then config.json."""
-        run = RunDir.create(
-            cfg.resume or cfg.run_dir, algo="dqn", env_id=env.info.env_id, resume=resuming
-        )
-        lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
-        run.save_config(cfg)
-        return run
-
     # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
     # run's directory is made once Ray, the workers and the replay layout are accepted.
-    run = open_run() if resuming else None
+    run = start_run(cfg, lrn, env, algo="dqn") if resuming else None
     sampler = session = None
     try:
         sampler = start_sampler(
@@ -126,7 +118,7 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         sampler.epsilons = worker_epsilons(cfg, sampler.num_workers)
         streams = sampler.num_workers * sampler.envs_per_worker
         _check_streams(cfg, streams)
-        run = run or open_run()
+        run = run or start_run(cfg, lrn, env, algo="dqn")
         session = RunSession(
             run, cfg, algo="dqn", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
             clock=lrn.clock, stop_score=env.stop_score,

@@ -64,6 +64,7 @@ from rapidrl.train.loop import (
     resolve_device,
     restart_env_seed,
     run_from_cli,
+    start_run,
 )
 
 __all__ = [
@@ -107,12 +108,8 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
                 source = VectorSource(cfg, env.options)
             # Everything is accepted: now the run dir and its checkpoints (restored on resume;
             # config.json rewritten once the checkpoint has accepted cfg), then the replay.
-            run = RunDir.create(
-                cfg.resume or cfg.run_dir, algo="dqn", env_id=env.info.env_id, resume=resuming
-            )
-            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
+            run = start_run(cfg, lrn, env, algo="dqn")
             lrn.attach_replay(cfg.num_envs)
-            run.save_config(cfg)
             env_seed = restart_env_seed(cfg.seed, c.steps)
             if source is None:
                 source = ActorSource(cfg, env.options, lrn, env_seed)

@@ -58,6 +58,7 @@ from rapidrl.train.loop import (
     probe_env,
     resolve_device,
     restart_env_seed,
+    start_run,
 )
 
 __all__ = ["actor_policy", "train_ray"]
@@ -86,18 +87,9 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     c = lrn.c
     policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
 
-    def open_run() -> RunDir:
-        """The run dir and its checkpoints (restored on resume), then config.json."""
-        run = RunDir.create(
-            cfg.resume or cfg.run_dir, algo="ppo", env_id=env.info.env_id, resume=resuming
-        )
-        lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
-        run.save_config(cfg)
-        return run
-
     # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
     # run's directory is made once Ray, the workers and the rollout size are accepted.
-    run = open_run() if resuming else None
+    run = start_run(cfg, lrn, env, algo="ppo") if resuming else None
     sampler = session = None
     try:
         sampler = start_sampler(
@@ -113,7 +105,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                 f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
                 f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
             )
-        run = run or open_run()
+        run = run or start_run(cfg, lrn, env, algo="ppo")
         session = RunSession(
             run, cfg, algo="ppo", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
             clock=lrn.clock, stop_score=env.stop_score, recurrent=False,

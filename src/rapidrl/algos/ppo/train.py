@@ -93,6 +93,7 @@ from rapidrl.train.loop import (
     resolve_device,
     restart_env_seed,
     run_from_cli,
+    start_run,
 )
 
 __all__ = [
@@ -138,11 +139,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             # Everything is accepted: now the run dir, then the counters, cadences, tracker,
             # clock and checkpoints (restored on resume; config.json rewritten once the
             # checkpoint has accepted cfg).
-            run = RunDir.create(
-                cfg.resume or cfg.run_dir, algo=name, env_id=env.info.env_id, resume=resuming
-            )
-            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
-            run.save_config(cfg)
+            run = start_run(cfg, lrn, env, algo=name)
             c = lrn.c
             session = RunSession(
                 run, cfg, algo="ppo", env_id=env.info.env_id, device=device,

@@ -63,6 +63,7 @@ from rapidrl.train.loop import (
     resolve_device,
     restart_env_seed,
     run_from_cli,
+    start_run,
 )
 
 __all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
@@ -113,11 +114,7 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
             rollout = Rollout(cfg, env.options, env.obs_space, lrn)  # bad layout: ConfigError
             # Everything is accepted: now the run dir and its checkpoints (restored on resume;
             # config.json rewritten once the checkpoint has accepted cfg).
-            run = RunDir.create(
-                cfg.resume or cfg.run_dir, algo="pqn", env_id=env.info.env_id, resume=resuming
-            )
-            lrn.start(run, stop_score=env.stop_score, resuming=resuming, frame_skip=env.frame_skip)
-            run.save_config(cfg)
+            run = start_run(cfg, lrn, env, algo="pqn")
             c = lrn.c
             session = RunSession(
                 run, cfg, algo="pqn", env_id=env.info.env_id, device=device,
