@@ -478,30 +478,32 @@ def test_cli_train_resume_and_rainbow(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------
 # Learning (slow stage)
 # --------------------------------------------------------------------------------------------
+# What learns CartPole here; Rainbow below adds its components to it.
+DQN_LEARNS_CARTPOLE = DQNConfig(
+    env="CartPole-v1",
+    n_step=3,
+    double=True,
+    dueling=True,
+    lr=1e-3,
+    batch_size=64,
+    buffer_size=20_000,
+    learning_starts=1_000,
+    target_sync_steps=500,
+    epsilon_end=0.05,
+    epsilon_decay_steps=8_000,
+    max_frames=50_000,
+    stop_at_score=195.0,
+    score_window=20,
+    tensorboard=False,
+    no_progress=True,
+    torch_threads=1,
+    seed=1,
+)
+
+
 @pytest.mark.slow
 def test_dqn_learns_cartpole(tmp_path):
-    cfg = DQNConfig(
-        env="CartPole-v1",
-        n_step=3,
-        double=True,
-        dueling=True,
-        lr=1e-3,
-        batch_size=64,
-        buffer_size=20_000,
-        learning_starts=1_000,
-        target_sync_steps=500,
-        epsilon_end=0.05,
-        epsilon_decay_steps=8_000,
-        max_frames=50_000,
-        stop_at_score=195.0,
-        score_window=20,
-        run_dir=str(tmp_path / "cp"),
-        tensorboard=False,
-        no_progress=True,
-        torch_threads=1,
-        seed=1,
-    )
-    s = train(cfg)
+    s = train(dataclasses.replace(DQN_LEARNS_CARTPOLE, run_dir=str(tmp_path / "cp")))
     assert s["solved"], s
     assert s["return_mean_100"] >= 195
 
@@ -510,11 +512,8 @@ def test_dqn_learns_cartpole(tmp_path):
 def test_rainbow_learns_cartpole(tmp_path):
     """All six components at once (n-step, double, dueling, noisy exploration with epsilon off,
     prioritized replay, C51 on CartPole's return range)."""
-    cfg = DQNConfig(
-        env="CartPole-v1",
-        n_step=3,
-        double=True,
-        dueling=True,
+    cfg = dataclasses.replace(
+        DQN_LEARNS_CARTPOLE,
         noisy=True,
         prioritized=True,
         distributional=True,
@@ -522,22 +521,11 @@ def test_rainbow_learns_cartpole(tmp_path):
         v_max=100.0,
         per_alpha=0.5,
         per_beta_steps=30_000,
-        lr=1e-3,
-        batch_size=64,
-        buffer_size=20_000,
-        learning_starts=1_000,
-        target_sync_steps=500,
         epsilon_start=0.0,
         epsilon_end=0.0,
         epsilon_decay_steps=0,
         max_frames=60_000,
-        stop_at_score=195.0,
-        score_window=20,
         run_dir=str(tmp_path / "rainbow"),
-        tensorboard=False,
-        no_progress=True,
-        torch_threads=1,
-        seed=1,
     )
     s = train(cfg)
     assert s["solved"], s

@@ -42,7 +42,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rapidrl.bench.runner import read_curve, read_summary, run_training, trainer_argv
+from rapidrl.bench.runner import (
+    read_curve,
+    read_summary,
+    run_training,
+    split_extra,
+    trainer_argv,
+)
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 
@@ -574,9 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tyro
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    own, extra = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    )
+    own, extra = split_extra(argv)
     b = tyro.cli(BenchAtariConfig, args=own, prog="rapidrl bench atari", description=__doc__)
     try:
         result = bench_atari(b, extra, argv)

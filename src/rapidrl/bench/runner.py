@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_curve", "read_summary", "run_training", "trainer_argv"]
+__all__ = ["read_curve", "read_summary", "run_training", "split_extra", "trainer_argv"]
+
+
+def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A bench's own arguments and, after ``--``, those it passes to every trainer as they are."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
 
 
 def trainer_argv(algo: str, *args: str) -> list[str]:

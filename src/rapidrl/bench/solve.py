@@ -29,7 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rapidrl.bench.runner import read_curve, read_summary, run_training, trainer_argv
+from rapidrl.bench.runner import (
+    read_curve,
+    read_summary,
+    run_training,
+    split_extra,
+    trainer_argv,
+)
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 
@@ -305,14 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tyro
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    own, extra = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
-        if "--" in argv
-        else (
-            argv,
-            [],
-        )
-    )
+    own, extra = split_extra(argv)
     b = tyro.cli(BenchSolveConfig, args=own, prog="rapidrl bench solve", description=__doc__)
     result = bench_solve(b, extra, argv)
     s = result["summary"]

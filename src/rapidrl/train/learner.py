@@ -131,8 +131,7 @@ class RolloutLearner:
         """``n`` more agent steps came from elsewhere (Ray workers) with the ``returns`` and
         ``lengths`` of the episodes that ended in them: count the steps, record the episodes."""
         self.c.steps += n
-        for ret, length in zip(returns.tolist(), lengths.tolist()):
-            self.tracker.add_episode(ret, length, self.frames, self.clock.seconds)
+        self.tracker.add_episodes(returns, lengths, self.frames, self.clock.seconds)
 
     def account(self, stats: dict[str, float], *, rollout_s: float, update_s: float) -> None:
         """Count one trained rollout: updates, ``grad_steps``, and the metric sums of the keys

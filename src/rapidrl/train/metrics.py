@@ -82,6 +82,12 @@ class EpisodeTracker:
             self.add_episode(r, n, frames, seconds)
         return len(idx)
 
+    def add_episodes(self, returns: Any, lengths: Any, frames: int, seconds: float) -> None:
+        """Record the episodes a batch from elsewhere (a Ray worker) reports as finished: their
+        ``returns`` and ``lengths`` arrays, all at ``frames`` / ``seconds``."""
+        for ret, length in zip(np.asarray(returns).tolist(), np.asarray(lengths).tolist()):
+            self.add_episode(ret, length, frames, seconds)
+
     def add_episode(self, ret: float, length: int, frames: int, seconds: float) -> None:
         """Record one finished episode (``update`` calls this for each)."""
         self.episodes += 1

@@ -156,10 +156,9 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
                         lrn.observe(batch.meta.env_steps)
                         frames = lrn.frames
                         meta = batch.meta
-                        for ret, length in zip(
-                            meta.episode_returns.tolist(), meta.episode_lengths.tolist()
-                        ):
-                            lrn.tracker.add_episode(ret, length, frames, lrn.clock.seconds)
+                        lrn.tracker.add_episodes(
+                            meta.episode_returns, meta.episode_lengths, frames, lrn.clock.seconds
+                        )
                         lrn.add_lag(lag)
                         stats.add(batch, lag)
 
