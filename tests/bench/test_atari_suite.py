@@ -18,9 +18,9 @@ from rapidrl.bench.atari import (
     reference_scores,
     run_command,
     run_record,
-    run_state,
     summarize_suite,
 )
+from rapidrl.bench.runner import run_state
 from rapidrl.config import ConfigError
 
 

@@ -1,6 +1,7 @@
 """``rapidrl bench solve``: seeds run one after the other in child processes, their summaries
 gathered into solve.json / solve.md / solve.png; failures reported, never lost or hung."""
 
+import dataclasses
 import json
 import math
 
@@ -34,9 +35,41 @@ def test_two_seeds_on_cartpole(tmp_path):
     assert "| **median** | 0/2 | **> 2**" in table and saved["cpu"] in table
     assert saved["hardware"]["cores"] >= 1
     assert (out / "solve.png").stat().st_size > 0
-    # A bench never mixes new runs with old ones.
-    with pytest.raises(ConfigError, match="not empty"):
+    # Run again (more seeds, a longer budget): the finished seeds are kept, not re-run.
+    more = dataclasses.replace(b, seeds="1,2,3", max_minutes=3.0)
+    again = bench_solve(more, TINY)
+    assert [r.get("kept", False) for r in again["runs"]] == [True, True, False]
+    assert [r["frames"] for r in again["runs"]] == [128, 128, 128]
+    assert again["runs"][0]["command"] == saved["runs"][0]["command"]
+    assert json.loads((out / "seed-3.json").read_text())["seed"] == 3
+    # A bench never mixes new runs with old ones: another recipe is refused before any run.
+    with pytest.raises(ConfigError, match="seed-1 ran another recipe"):
+        bench_solve(dataclasses.replace(more, seeds="4,1"), [*TINY, "--lr", "1e-3"])
+    assert not (out / "seed-4").exists()
+    (out / "seed-2.json").unlink()  # as a run that failed or was stopped leaves it
+    with pytest.raises(ConfigError, match="seed-2 did not finish .no seed-2.json; its log"):
         bench_solve(b, TINY)
+    (out / "seed-2.log").unlink()
+    with pytest.raises(ConfigError, match="seed-2 has no seed-2.json .not a bench solve run"):
+        bench_solve(b, TINY)
+
+
+def test_a_kept_seed_that_solved_after_the_budget_is_not_solved(tmp_path, monkeypatch):
+    import rapidrl.bench.solve as solve
+
+    b = BenchSolveConfig(seeds="1", max_minutes=10.0, out_dir=str(tmp_path))
+    run_dir = tmp_path / "seed-1"
+    run_dir.mkdir()
+    (run_dir / "summary.json").write_text(
+        json.dumps({"solved": True, "seconds_to_solve": 900, "frames_to_solve": 5e6,
+                    "stop_reason": "solved", "frames": 5e6})
+    )  # fmt: skip
+    cmd = solve.train_command(dataclasses.replace(b, max_minutes=20.0), 1, run_dir, [])
+    (tmp_path / "seed-1.json").write_text(json.dumps({"command": cmd}))
+    r = solve.kept_seed(b, 1, [], tmp_path)
+    assert r["kept"] and r["solved"] is False and r["stop_reason"] == "solved after 10 min"
+    r = solve.kept_seed(dataclasses.replace(b, max_minutes=20.0), 1, [], tmp_path)
+    assert r["solved"] is True and r["seconds_to_solve"] == 900
 
 
 def test_a_failing_run_is_reported_with_its_log(tmp_path):

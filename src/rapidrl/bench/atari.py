@@ -45,6 +45,7 @@ from typing import Any
 from rapidrl.bench.runner import (
     read_curve,
     read_summary,
+    run_state,
     run_training,
     split_extra,
     trainer_argv,
@@ -61,7 +62,6 @@ __all__ = [
     "human_normalized",
     "main",
     "reference_scores",
-    "run_state",
     "summarize_suite",
 ]
 
@@ -247,21 +247,8 @@ class RunSpec:
 
 
 # --------------------------------------------------------------------------------------------
-# One run: what state it is in, the command that takes it on, its record
+# One run: the command that takes it on in the state its run dir is in, its record
 # --------------------------------------------------------------------------------------------
-def run_state(run_dir: Path) -> str:
-    """``done`` (a summary with a final stop reason), ``resume`` (a checkpoint to go on from),
-    or ``fresh`` (nothing worth keeping)."""
-    from rapidrl.train import list_checkpoints
-
-    summary = read_summary(run_dir)
-    if summary is not None and summary.get("stop_reason") not in (None, "interrupted"):
-        return "done"
-    if (run_dir / "checkpoints").is_dir() and list_checkpoints(run_dir / "checkpoints"):
-        return "resume"
-    return "fresh"
-
-
 def run_command(
     b: BenchAtariConfig, spec: RunSpec, run_dir: Path, extra: Sequence[str]
 ) -> list[str]:

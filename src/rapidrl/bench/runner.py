@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_curve", "read_summary", "run_training", "split_extra", "trainer_argv"]
+__all__ = [
+    "read_curve",
+    "read_summary",
+    "run_state",
+    "run_training",
+    "split_extra",
+    "trainer_argv",
+]
 
 
 def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -29,16 +38,39 @@ def trainer_argv(algo: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "rapidrl.cli", "train", algo, *args]
 
 
+def _die_with(parent: int) -> None:
+    """In the child, before exec (Linux): have the kernel send it SIGTERM when the bench process
+    dies, however it dies. The trainers take SIGTERM as Ctrl-C (checkpoint and stop), so a killed
+    bench, or a Ray task whose worker died, leaves no orphan training on beside the run that
+    replaces it. Elsewhere (no prctl) a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl: nobody will send it
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run_training(
     cmd: Sequence[str], log_path: Path, limit_seconds: float
 ) -> tuple[int | None, float]:
     """Run ``cmd`` with stdout and stderr into ``log_path``; kill it after ``limit_seconds`` (a
     hang: the trainers stop themselves at their budget). Returns ``(exit code or None when
-    killed, wall seconds)``. Ctrl-C reaches the child too: it is given a minute to checkpoint."""
+    killed, wall seconds)``. Ctrl-C reaches the child too: it is given a minute to checkpoint.
+    The child is stopped when this process dies (:func:`_die_with`)."""
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    parent = os.getpid()
     with open(log_path, "a") as log:
-        proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: _die_with(parent)) if sys.platform == "linux" else None,
+        )
         try:
             rc: int | None = proc.wait(timeout=limit_seconds)
         except subprocess.TimeoutExpired:
@@ -60,6 +92,20 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return json.loads((Path(run_dir) / "summary.json").read_text())
     except (OSError, ValueError):
         return None
+
+
+def run_state(run_dir: Path) -> str:
+    """``done`` (a summary with a final stop reason), ``resume`` (a checkpoint to go on from),
+    or ``fresh`` (nothing worth keeping)."""
+    from rapidrl.train import list_checkpoints
+
+    run_dir = Path(run_dir)
+    summary = read_summary(run_dir)
+    if summary is not None and summary.get("stop_reason") not in (None, "interrupted"):
+        return "done"
+    if (run_dir / "checkpoints").is_dir() and list_checkpoints(run_dir / "checkpoints"):
+        return "resume"
+    return "fresh"
 
 
 def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[float, float, float]]:

@@ -4,7 +4,8 @@ Runs ``rapidrl train ALGO --preset PRESET --env ENV --seed S`` for each seed, on
 (each alone on the machine: a second run beside it would halve its speed), each in its own
 process with a wall-clock limit, and writes into ``--out-dir``:
 
-- ``seed-S/``: each run's own directory (``summary.json``, ``metrics.csv``, checkpoints, ...);
+- ``seed-S/``: each run's own directory (``summary.json``, ``metrics.csv``, checkpoints, ...),
+  ``seed-S.log`` its output and ``seed-S.json`` its record once it finished;
 - ``solve.json``: per seed solved / minutes / frames to solve, frames/s, the best mean, the time
   split between rollout and update where the trainer logs it; the median and the spread; the
   command line; the CPU (:mod:`rapidrl.hardware`);
@@ -15,6 +16,11 @@ A seed that does not solve within ``--max-minutes`` counts as not solved (its ti
 as "> budget"); the median is then over all seeds with unsolved ones as +inf (a median of
 "> budget" says so). Extra arguments after ``--`` go to the trainer as they are, e.g.
 ``rapidrl bench solve --algo ppo --preset fast --seeds 1,2,3 -- --obs-size 64``.
+
+Run again with the same ``--out-dir`` (e.g. after a stop, or with more seeds), a seed that an
+earlier bench finished with the same recipe (the trainer command but for its run dir and
+budget) is kept, not re-run; one that ran another recipe or did not finish is refused before
+anything runs. A kept seed that solved after this bench's budget counts as not solved.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, Literal
 from rapidrl.bench.runner import (
     read_curve,
     read_summary,
+    run_state,
     run_training,
     split_extra,
     trainer_argv,
@@ -39,7 +46,15 @@ from rapidrl.bench.runner import (
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 
-__all__ = ["BenchSolveConfig", "main", "run_seed", "summarize", "format_table"]
+__all__ = [
+    "BenchSolveConfig",
+    "format_table",
+    "kept_seed",
+    "main",
+    "run_seed",
+    "seed_record",
+    "summarize",
+]
 
 ALGOS = ("ppo", "ppo-lstm", "dqn", "rainbow", "pqn")
 
@@ -101,32 +116,89 @@ def train_command(b: BenchSolveConfig, seed: int, run_dir: Path, extra: Sequence
     return cmd + list(extra)
 
 
+def _same_recipe(cmd: Sequence[str]) -> list[str]:
+    """A trainer command without what may differ between two runs of the same recipe: the
+    interpreter, the run dir and the time budget."""
+    out, skip = [], False
+    for arg in list(cmd)[1:]:
+        if skip:
+            skip = False
+        elif arg in ("--run-dir", "--max-minutes"):
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def kept_seed(
+    b: BenchSolveConfig, seed: int, extra: Sequence[str], out_dir: Path
+) -> dict[str, Any] | None:
+    """The record of ``seed`` when an earlier bench finished it with the same recipe (a stopped
+    bench goes on where it left off), None when it has not started. Anything else in its place
+    is refused: a bench never mixes a new run with an old one."""
+    run_dir, saved = out_dir / f"seed-{seed}", out_dir / f"seed-{seed}.json"
+    if not run_dir.exists() or not any(run_dir.iterdir()):
+        return None
+    try:
+        old = json.loads(saved.read_text())["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        old = None
+    why = None
+    if old is None and (out_dir / f"seed-{seed}.log").exists():
+        why = f"did not finish (no {saved.name}; its log: seed-{seed}.log)"
+    elif old is None:
+        why = f"has no {saved.name} (not a bench solve run)"
+    elif _same_recipe(old) != _same_recipe(train_command(b, seed, run_dir, extra)):
+        why = f"ran another recipe ({' '.join(_same_recipe(old)[3:])})"
+    elif run_state(run_dir) != "done":
+        why = "did not finish (the bench was stopped during it)"
+    if why:
+        raise ConfigError(
+            f"{run_dir} {why}: remove it to run seed {seed} again, or choose another --out-dir "
+            "(a bench never mixes a new run with an old one)"
+        )
+    record = seed_record(seed, run_dir, old, None)
+    budget = 60.0 * b.max_minutes
+    if record.get("solved") and (record.get("seconds_to_solve") or 0) > budget:
+        # It ran under a longer budget and solved after this one: not solved within it.
+        record.update(solved=False, stop_reason=f"solved after {b.max_minutes:g} min")
+    return {**record, "kept": True}
+
+
 def run_seed(
     b: BenchSolveConfig, seed: int, extra: Sequence[str] = (), out_dir: Path | None = None
 ) -> dict[str, Any]:
     """Train one seed in a child process (time limit: budget + grace) and return its record:
-    the summary's numbers, or ``failed`` with the reason and the log's tail."""
+    the summary's numbers, or ``failed`` with the reason and the log's tail. A seed an earlier
+    bench finished with the same recipe is kept (:func:`kept_seed`)."""
     out_dir = Path(out_dir or b.out_dir)
+    kept = kept_seed(b, seed, extra, out_dir)
+    if kept is not None:
+        return kept
     run_dir = out_dir / f"seed-{seed}"
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise ConfigError(
-            f"{run_dir} exists and is not empty: choose another --out-dir or remove it (a bench "
-            "never mixes a new run with an old one)"
-        )
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = train_command(b, seed, run_dir, extra)
     log_path = out_dir / f"seed-{seed}.log"
     limit = 60.0 * (b.max_minutes + b.grace_minutes) + 120.0  # + start-up
     log_path.unlink(missing_ok=True)
     rc, wall = run_training(cmd, log_path, limit)
-    record: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "command": cmd}
-    record["wall_seconds"] = wall
-    summary = read_summary(run_dir)
-    if rc != 0 or summary is None:
+    record = seed_record(seed, run_dir, cmd, wall)
+    if rc != 0 or "failed" in record:
         tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
         why = "killed after the time limit" if rc is None else f"exit code {rc}"
-        record.update(failed=why, log_tail=tail)
+        record.update(failed=why if rc != 0 else record["failed"], log_tail=tail)
         return record
+    (out_dir / f"seed-{seed}.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return record
+
+
+def seed_record(seed: int, run_dir: Path, cmd: Sequence[str], wall: float | None) -> dict[str, Any]:
+    """What one finished seed measured, read from its run dir (``failed`` without a summary)."""
+    record: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "command": list(cmd)}
+    record["wall_seconds"] = wall
+    summary = read_summary(run_dir)
+    if summary is None:
+        return {**record, "failed": "no summary.json"}
     record.update(
         solved=bool(summary.get("solved")),
         seconds_to_solve=summary.get("seconds_to_solve"),
@@ -191,8 +263,8 @@ def _fmt_minutes(x: float, budget: float) -> str:
     return f"> {budget:g}" if math.isinf(x) else f"{x:.1f}"
 
 
-def _fmt_frames(x: float) -> str:
-    return "-" if math.isinf(x) else f"{x / 1e6:.2f}M"
+def _fmt_frames(x: float, unsolved: str = "-") -> str:
+    return unsolved if math.isinf(x) else f"{x / 1e6:.2f}M"
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -227,8 +299,9 @@ def format_table(result: dict[str, Any]) -> str:
     if mt:
         lines.append(
             f"| **median** | {s['solved']}/{s['seeds']} | **{_fmt_minutes(mt['median'], budget)}** "
-            f"({_fmt_minutes(mt['min'], budget)}-{_fmt_minutes(mt['max'], budget)}) | "
-            f"{_fmt_frames(ft['median'])} ({_fmt_frames(ft['min'])}-{_fmt_frames(ft['max'])}) "
+            f"({_fmt_minutes(mt['min'], budget)} to {_fmt_minutes(mt['max'], budget)}) | "
+            f"{_fmt_frames(ft['median'])} ({_fmt_frames(ft['min'], 'not solved')} to "
+            f"{_fmt_frames(ft['max'], 'not solved')}) "
             "| | | |"
         )
     lines += ["", "`" + " ".join(result["argv"]) + "`"]
@@ -271,10 +344,13 @@ def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[s
     out.mkdir(parents=True, exist_ok=True)
     cpu = describe()
     print(f"bench solve: {b.algo} --preset {b.preset} on {b.env}, seeds {b.seeds}; {cpu}")
+    # Every seed's dir is checked before any runs: a refusal never comes hours into a bench.
+    kept = {seed: kept_seed(b, seed, extra, out) for seed in b.seed_list()}
     records = []
     for seed in b.seed_list():
-        print(f"  seed {seed}: up to {b.max_minutes:g} min ...", flush=True)
-        r = run_seed(b, seed, extra, out)
+        if kept[seed] is None:
+            print(f"  seed {seed}: up to {b.max_minutes:g} min ...", flush=True)
+        r = kept[seed] or run_seed(b, seed, extra, out)
         records.append(r)
         if "failed" in r:
             print(f"  seed {seed}: FAILED ({r['failed']}); log {out / f'seed-{seed}.log'}")
@@ -284,7 +360,8 @@ def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[s
                 if r["solved"]
                 else f"not solved ({r['stop_reason']}, best mean-100 {r['best_return_mean_100']})"
             )
-            print(f"  seed {seed}: {when}; {r['frames_per_second'] or 0:,.0f} frames/s")
+            note = " (kept: finished by an earlier bench)" if r.get("kept") else ""
+            print(f"  seed {seed}: {when}; {r['frames_per_second'] or 0:,.0f} frames/s{note}")
     result = {
         "config": asdict(b),
         "extra_args": list(extra),

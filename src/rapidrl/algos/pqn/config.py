@@ -202,8 +202,11 @@ _PAPER = PQNConfig(
 
 PRESETS: dict[str, PQNConfig] = {
     "pqn": _PAPER,
-    # fast: the paper's learning settings sized for a 2-core CPU. Its wall time on Pong is not
-    # measured yet. The levers:
+    # fast: the paper's learning settings sized for a 2-core CPU. Pong, 2-core Zen 4 without AMX
+    # (bf16 via auto), seeds 1-3: solved in 36.5 / 35.0 min (10.48M / 9.84M frames), seed 3 not
+    # in 48 min (plateau at +14..+16.5); median 36.5 min, ~4,700 frames/s. With the kernels
+    # capped to AVX2 in fp32: not solved in 60 min (seed 1, best 16.7, 3,100 frames/s). The
+    # levers:
     # - 32 envs x 32 steps (1,024 agent steps per update): 128 envs would be 4x the acting batch
     #   and the frame buffer for little gain on 2 cores. Rollouts stay 32 steps long, so the
     #   lambda-trace (1 / (1 - gamma * lambda) ~ 2.8 steps) is cut as rarely as in the paper.
@@ -211,9 +214,12 @@ PRESETS: dict[str, PQNConfig] = {
     #   steps (32 minibatches of 1,024 would be minibatches of 32 and 4x the gradient steps).
     # - obs_size 64: the Nature CNN's feature map 4x4 instead of 7x7; forward + backward of the
     #   torso without LayerNorm measured 2.1-2.4x faster per sample on this CPU (NatureCNN's
-    #   docstring); with the LayerNorms not measured.
+    #   docstring); with the LayerNorms not measured. 42 looks too small (one seed): obs_size
+    #   42 (map 1x1, update 0.27 s instead of 0.45 s, rollout unchanged at 0.39 s, 6,000
+    #   frames/s) was still at -20.7 after 5.46M frames / 15 min (seed 1), where the 64x64
+    #   seeds 1-3 were at -7.9, -6.6 and -4.3 at the same frame count.
     # - backend auto, channels_last convolutions, precision auto (bf16 conv torso on a CPU with
-    #   AMX), as PPO's fast preset.
+    #   AMX or AVX-512 bf16), as PPO's fast preset.
     # Everything else (lr, lambda, epsilon schedule, 40M frames, grad norm) as the paper.
     "fast": dataclasses.replace(
         _PAPER,
