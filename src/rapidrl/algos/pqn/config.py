@@ -220,7 +220,13 @@ PRESETS: dict[str, PQNConfig] = {
     #   seeds 1-3 were at -7.9, -6.6 and -4.3 at the same frame count.
     # - backend auto, channels_last convolutions, precision auto (bf16 conv torso on a CPU with
     #   AMX or AVX-512 bf16), as PPO's fast preset.
-    # Everything else (lr, lambda, epsilon schedule, 40M frames, grad norm) as the paper.
+    # Everything else (lr, lambda, epsilon schedule, 40M frames, grad norm) as the paper. Shorter
+    # schedules were tried on the AVX2 path (fp32) and not kept: epsilon over the first 1M
+    # frames (--exploration-fraction 0.025, seed 1) left the floor ~1M frames earlier but was
+    # not solved in 45 min (best 16.6); epsilon over 1M and the lr annealed over 12M frames
+    # (--schedule-frames 12000000 --exploration-fraction 0.0833) solved seed 1 in 31.5 min
+    # (6.85M frames) but seeds 2 and 3 not in 40 min (best 6.8 and 16.2; at 8M frames +5.1 and
+    # +11.8 where the three bf16 seeds of these paper schedules were at +14.5..+16.7).
     "fast": dataclasses.replace(
         _PAPER,
         num_envs=32,
