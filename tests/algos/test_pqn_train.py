@@ -152,6 +152,12 @@ def test_schedules():
     longer = dataclasses.replace(cfg, schedule_frames=10_000)
     assert epsilon_at(longer, 500) == pytest.approx(0.55)
     assert lr_at(dataclasses.replace(cfg, anneal_lr=False), 900) == cfg.lr
+    # A second decay, end_e -> final_e from 10% to 30% of the schedule, then flat.
+    two = dataclasses.replace(cfg, final_e=0.01, final_e_fraction=0.3)
+    assert epsilon_at(two, 50) == pytest.approx(0.55) and epsilon_at(two, 100) == 0.1
+    assert epsilon_at(two, 200) == pytest.approx(0.055)
+    assert epsilon_at(two, 300) == epsilon_at(two, 10**9) == 0.01
+    assert epsilon_at(dataclasses.replace(two, final_e_fraction=0.1), 100) == 0.01
 
 
 class ConstantRewardEnv(gym.Env):
@@ -337,6 +343,10 @@ def test_validate_names_the_field():
         dataclasses.replace(PRESETS["pqn"], epochs=0).validate()
     with pytest.raises(ConfigError, match="--resume .* disagree"):
         dataclasses.replace(PRESETS["pqn"], resume="a", run_dir="b").validate()
+    with pytest.raises(ConfigError, match="--final-e-fraction .* must be >= --exploration"):
+        dataclasses.replace(PRESETS["pqn"], final_e=0.001, final_e_fraction=0.05).validate()
+    with pytest.raises(ConfigError, match="--final-e must be in"):
+        dataclasses.replace(PRESETS["pqn"], final_e=1.5).validate()
 
 
 def test_cli_train_resume_eval(tmp_path, capsys):

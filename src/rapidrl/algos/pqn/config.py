@@ -98,6 +98,13 @@ class PQNConfig(TrainerConfig):
     """Exploration: epsilon after exploration_fraction of schedule_frames, and from then on."""
     exploration_fraction: float = 0.10
     """Fraction of schedule_frames over which epsilon goes linearly from start_e to end_e."""
+    final_e: float | None = None
+    """Exploration, second phase: epsilon goes on linearly from end_e to final_e, from the end
+    of the first decay to final_e_fraction of schedule_frames, then stays there. It lets a run
+    learn with end_e and then play (and score) with fewer random actions; None: no second
+    phase, epsilon stays at end_e."""
+    final_e_fraction: float = 0.15
+    """Fraction of schedule_frames at which epsilon reaches final_e (with final_e set)."""
     schedule_frames: int | None = None
     """Frames the schedules span: the learning rate anneals to 0 over them, epsilon decays over
     exploration_fraction of them. None: max_frames (the budget). Set it explicitly to keep the
@@ -153,9 +160,19 @@ class PQNConfig(TrainerConfig):
             self.max_grad_norm is None or self.max_grad_norm > 0,
             f"--max-grad-norm must be > 0 or None, got {self.max_grad_norm}",
         )
-        for name in ("start_e", "end_e", "exploration_fraction"):
+        for name in ("start_e", "end_e", "exploration_fraction", "final_e_fraction"):
             v = getattr(self, name)
             need(0.0 <= v <= 1.0, f"--{flag_name(name)} must be in [0, 1], got {v}")
+        if self.final_e is not None:
+            need(
+                0.0 <= self.final_e <= 1.0,
+                f"--final-e must be in [0, 1] or None, got {self.final_e}",
+            )
+            need(
+                self.final_e_fraction >= self.exploration_fraction,
+                f"--final-e-fraction ({self.final_e_fraction}) must be >= --exploration-fraction "
+                f"({self.exploration_fraction}): the second decay starts where the first ends",
+            )
         need(
             self.schedule_frames is None or self.schedule_frames >= 1,
             f"--schedule-frames must be >= 1 or None (None: max_frames), got "

@@ -102,9 +102,13 @@ def schedule_frames(cfg: PQNConfig) -> int:
 
 def epsilon_at(cfg: PQNConfig, frames: int) -> float:
     """Epsilon at ``frames``: ``start_e`` -> ``end_e`` linearly over ``exploration_fraction`` of
-    the schedule, then ``end_e``."""
+    the schedule, then ``end_e``; with ``final_e`` set, then on to ``final_e`` linearly until
+    ``final_e_fraction`` of the schedule, then ``final_e``."""
     duration = round(cfg.exploration_fraction * schedule_frames(cfg))
-    return linear_schedule(cfg.start_e, cfg.end_e, duration, frames)
+    if cfg.final_e is None or frames < duration:
+        return linear_schedule(cfg.start_e, cfg.end_e, duration, frames)
+    final = round(cfg.final_e_fraction * schedule_frames(cfg))
+    return linear_schedule(cfg.end_e, cfg.final_e, final - duration, frames - duration)
 
 
 def lr_at(cfg: PQNConfig, frames: int) -> float:
