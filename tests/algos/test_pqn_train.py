@@ -288,6 +288,10 @@ def test_presets_validate_and_document_every_field():
     assert (p.torso, p.obs_size) == ("nature", 84)
     f = PRESETS["fast"]
     assert (f.num_envs, f.num_steps, f.obs_size) == (32, 32, 64)
+    # The preset's comment states its epsilon schedule in frames: 0.01 at 1M, 0.001 from 6M.
+    assert epsilon_at(f, 1_000_000) == pytest.approx(0.01)
+    assert epsilon_at(f, 6_000_000) == epsilon_at(f, 40_000_000) == pytest.approx(0.001)
+    assert lr_at(f, 20_000_000) == pytest.approx(f.lr / 2)  # annealed over the 40M frames
     assert f.rollout_steps // f.minibatches == p.rollout_steps // p.minibatches  # minibatch 128
     assert PQNConfig() == p  # the dataclass defaults are the paper's settings
     # The class and its base (TrainerConfig: the fields every trainer shares).

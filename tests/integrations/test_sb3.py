@@ -28,6 +28,13 @@ pytestmark = pytest.mark.timeout(180)
 CARTPOLE = dict(env_options={"max_episode_steps": 20})
 
 
+@pytest.fixture(autouse=True)
+def _sb3_logs_in_tmp_path(tmp_path, monkeypatch):
+    # SB3's learn() makes a log folder even with verbose=0: $SB3_LOGDIR, else a new
+    # /tmp/SB3-<date> per call that nothing removes.
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))
+
+
 def test_step_follows_sb3_contract_and_matches_rapidrl():
     n, seed, steps = 4, 3, 80
     actions = np.random.default_rng(0).integers(0, 2, size=(steps, n))

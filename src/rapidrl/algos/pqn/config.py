@@ -16,7 +16,8 @@ frame).
 Presets (``--preset NAME``; ``rapidrl train pqn`` defaults to ``fast``):
 
 - ``pqn``: the paper's Atari settings (the reasoning and sources are next to ``PRESETS``).
-- ``fast``: the same learning settings sized for a 2-core CPU (fewer envs, 64x64 frames).
+- ``fast``: the same learning settings sized for a 2-core CPU (fewer envs, 64x64 frames), with
+  a shorter, two-phase epsilon schedule.
 - ``cartpole``: classic control; solved CartPole-v1 (mean-100 > 475) in about 10 s of training
   on the 2-core machine (seeds 1-4).
 """
@@ -219,11 +220,10 @@ _PAPER = PQNConfig(
 
 PRESETS: dict[str, PQNConfig] = {
     "pqn": _PAPER,
-    # fast: the paper's learning settings sized for a 2-core CPU. Pong, 2-core Zen 4 without AMX
-    # (bf16 via auto), seeds 1-3: solved in 36.5 / 35.0 min (10.48M / 9.84M frames), seed 3 not
-    # in 48 min (plateau at +14..+16.5); median 36.5 min, ~4,700 frames/s. With the kernels
-    # capped to AVX2 in fp32: not solved in 60 min (seed 1, best 16.7, 3,100 frames/s). The
-    # levers:
+    # fast: the paper's learning settings sized for a 2-core CPU, with a shorter, two-phase
+    # epsilon schedule. Pong, 2-core Zen 4 without AMX, torch's kernels capped to AVX2, fp32 (as
+    # on a Zen 3 or an older Intel), seeds 1-3: solved in 30.2 / 26.9 / 26.4 min (7.09M / 6.78M /
+    # 7.03M frames), median 26.9 min, 3,900-4,500 frames/s. The levers:
     # - 32 envs x 32 steps (1,024 agent steps per update): 128 envs would be 4x the acting batch
     #   and the frame buffer for little gain on 2 cores. Rollouts stay 32 steps long, so the
     #   lambda-trace (1 / (1 - gamma * lambda) ~ 2.8 steps) is cut as rarely as in the paper.
@@ -235,15 +235,28 @@ PRESETS: dict[str, PQNConfig] = {
     #   42 (map 1x1, update 0.27 s instead of 0.45 s, rollout unchanged at 0.39 s, 6,000
     #   frames/s) was still at -20.7 after 5.46M frames / 15 min (seed 1), where the 64x64
     #   seeds 1-3 were at -7.9, -6.6 and -4.3 at the same frame count.
+    # - epsilon 1 -> 0.01 over the first 1M frames (exploration_fraction 0.025 of the 40M-frame
+    #   schedule), then on to 0.001 at 6M frames (final_e, final_e_fraction 0.15). With the
+    #   paper's 1 -> 0.01 over 4M frames every run sat near the floor until 4M frames (-16..-17)
+    #   and then on a plateau at +14..+17: 1M frames of epsilon left the floor ~1M frames
+    #   earlier (seed 1, AVX2) but kept the plateau (best 16.6 in 45 min), and that plateau is
+    #   largely epsilon's: its last checkpoint (9.15M frames, training mean-100 16.5) scored
+    #   18.7 +- 1.8 over 30 full games with epsilon 0.01 and 19.5 +- 0.6 with 0.001 (`rapidrl
+    #   eval --episodes 30 --seed 20000 --epsilon E`); the unsolved bf16 seed 3 below, 14.1 +- 7.4
+    #   against 17.3 +- 2.8. 0.001 is the paper's final epsilon. Reaching it already at 1M
+    #   frames (`--end-e 0.001`, seed 1, stopped at 24 min) was at -17.5 after 5.5M frames,
+    #   where the same seed with 0.01 had been at +7 after 5M.
+    #   Squeezing the learning rate as well (annealed over 12M frames, epsilon over 1M) solved
+    #   seed 1 in 31.5 min but not seeds 2 and 3 in 40 (best 6.8 and 16.2): the lr stays annealed
+    #   over the 40M frames, as the paper.
+    #   The fractions are of schedule_frames (max_frames by default): a run with another
+    #   --max-frames scales them; --schedule-frames 40000000 keeps these frames.
     # - backend auto, channels_last convolutions, precision auto (bf16 conv torso on a CPU with
     #   AMX or AVX-512 bf16), as PPO's fast preset.
-    # Everything else (lr, lambda, epsilon schedule, 40M frames, grad norm) as the paper. Shorter
-    # schedules were tried on the AVX2 path (fp32) and not kept: epsilon over the first 1M
-    # frames (--exploration-fraction 0.025, seed 1) left the floor ~1M frames earlier but was
-    # not solved in 45 min (best 16.6); epsilon over 1M and the lr annealed over 12M frames
-    # (--schedule-frames 12000000 --exploration-fraction 0.0833) solved seed 1 in 31.5 min
-    # (6.85M frames) but seeds 2 and 3 not in 40 min (best 6.8 and 16.2; at 8M frames +5.1 and
-    # +11.8 where the three bf16 seeds of these paper schedules were at +14.5..+16.7).
+    # Everything else (lr, lambda, 40M frames, grad norm) as the paper. Before the epsilon
+    # change, with the paper's epsilon, bf16 on the same CPU: solved in 36.5 / 35.0 min (seeds
+    # 1-2), seed 3 not in 48 (median 36.5); the AVX2 path: not solved in 60 min (seed 1, best
+    # 16.7).
     "fast": dataclasses.replace(
         _PAPER,
         num_envs=32,
@@ -252,6 +265,9 @@ PRESETS: dict[str, PQNConfig] = {
         obs_size=64,
         channels_last=True,
         precision="auto",
+        exploration_fraction=0.025,
+        final_e=0.001,
+        final_e_fraction=0.15,
     ),
     # Classic control: CartPole-v1 in this process, an MLP 64-64 (tanh) with LayerNorm.
     # reward_scale 0.1 (as the paper's CartPole config) is what makes it learn reliably: with
