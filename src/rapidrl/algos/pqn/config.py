@@ -108,8 +108,9 @@ class PQNConfig(TrainerConfig):
     """Fraction of schedule_frames at which epsilon reaches final_e (with final_e set)."""
     schedule_frames: int | None = None
     """Frames the schedules span: the learning rate anneals to 0 over them, epsilon decays over
-    exploration_fraction of them. None: max_frames (the budget). Set it explicitly to keep the
-    schedules when a run is stopped and resumed with another max_frames."""
+    exploration_fraction of them (and reaches final_e at final_e_fraction of them). None:
+    max_frames (the budget). Set it explicitly to keep the schedules when a run is stopped and
+    resumed with another max_frames."""
 
     # --- speed --------------------------------------------------------------------------------
     torch_threads: int = 0
