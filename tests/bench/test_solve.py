@@ -32,7 +32,9 @@ def test_two_seeds_on_cartpole(tmp_path):
     assert s["seeds"] == 2 and s["solved"] == 0 and s["failed"] == 0
     assert math.isinf(s["minutes_to_solve"]["median"])
     table = (out / "solve.md").read_text()
-    assert "| **median** | 0/2 | **> 2**" in table and saved["cpu"] in table
+    # They stopped at --max-frames, not at the 2-minute budget: the table says so, not "> 2".
+    assert "| no | not solved (max_frames at 0.0) |" in table
+    assert "| **median** | 0/2 | **not solved**" in table and saved["cpu"] in table
     assert saved["hardware"]["cores"] >= 1
     assert (out / "solve.png").stat().st_size > 0
     # Run again (more seeds, a longer budget): the finished seeds are kept, not re-run.
@@ -94,6 +96,23 @@ def test_summary_median_counts_unsolved_seeds_as_over_budget():
     assert s["solved"] == 2 and s["minutes_to_solve"]["median"] == 20.0
     assert s["minutes_to_solve"]["min"] == 10.0 and math.isinf(s["minutes_to_solve"]["max"])
     assert s["frames_to_solve"]["median"] == 4e6
+
+
+def test_table_says_over_budget_only_for_seeds_that_ran_the_whole_budget():
+    def result(*runs):
+        cfg = {"algo": "pqn", "preset": "fast", "env": "pong", "max_minutes": 32}
+        return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
+                "summary": summarize(list(runs), 32)}  # fmt: skip
+
+    solved = {"seed": 1, "solved": True, "seconds_to_solve": 1500, "frames_to_solve": 7e6}
+    timed_out = {"seed": 2, "solved": False, "stop_reason": "max_minutes", "seconds": 1921.0}
+    stopped = {"seed": 3, "solved": False, "stop_reason": "interrupted", "seconds": 1610.5}
+    table = format_table(result(solved, timed_out))
+    assert "| 2 | no | > 32 |" in table and "**> 32** (25.0 to > 32)" in table
+    table = format_table(result(solved, timed_out, stopped))
+    assert "| 3 | no | not solved (interrupted at 26.8) |" in table
+    # Seed 3 might have solved within the budget: the median is not "> 32" but not solved.
+    assert "**not solved** (25.0 to not solved)" in table
 
 
 @pytest.mark.parametrize(

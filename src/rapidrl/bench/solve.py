@@ -13,7 +13,8 @@ process with a wall-clock limit, and writes into ``--out-dir``:
 - ``solve.png``: every seed's ``return_mean_100`` against wall-clock minutes and against frames.
 
 A seed that does not solve within ``--max-minutes`` counts as not solved (its time is reported
-as "> budget"); the median is then over all seeds with unsolved ones as +inf (a median of
+as "> budget"; one stopped before its budget, by hand or by ``--max-frames``, as "not solved
+(REASON at MINUTES)"); the median is then over all seeds with unsolved ones as +inf (a median of
 "> budget" says so). Extra arguments after ``--`` go to the trainer as they are, e.g.
 ``rapidrl bench solve --algo ppo --preset fast --seeds 1,2,3 -- --obs-size 64``.
 
@@ -263,6 +264,20 @@ def _fmt_minutes(x: float, budget: float) -> str:
     return f"> {budget:g}" if math.isinf(x) else f"{x:.1f}"
 
 
+def _ran_out_of_time(r: dict[str, Any]) -> bool:
+    """An unsolved seed that used the whole time budget (so "> budget" is true of it)."""
+    reason = str(r.get("stop_reason") or "")
+    return reason == "max_minutes" or reason.startswith("solved after")
+
+
+def _unsolved_minutes(r: dict[str, Any], budget: float) -> str:
+    """ "> budget" for a seed that ran out of time; otherwise why it stopped and when (a run
+    stopped by hand or by --max-frames has not shown that it needs more than the budget)."""
+    if _ran_out_of_time(r):
+        return f"> {budget:g}"
+    return f"not solved ({r.get('stop_reason') or 'stopped'} at {(r.get('seconds') or 0) / 60:.1f})"
+
+
 def _fmt_frames(x: float, unsolved: str = "-") -> str:
     return unsolved if math.isinf(x) else f"{x / 1e6:.2f}M"
 
@@ -290,16 +305,24 @@ def format_table(result: dict[str, Any]) -> str:
         )
         best = r.get("best_return_mean_100")
         lines.append(
-            f"| {r['seed']} | {'yes' if r.get('solved') else 'no'} | {_fmt_minutes(m, budget)} | "
+            f"| {r['seed']} | {'yes' if r.get('solved') else 'no'} | "
+            f"{_fmt_minutes(m, budget) if r.get('solved') else _unsolved_minutes(r, budget)} | "
             f"{_fmt_frames(f)} | {best if best is None else f'{best:.1f}'} | "
             f"{r.get('frames_per_second') or 0:,.0f} | {split} |"
         )
     s = result["summary"]
     mt, ft = s["minutes_to_solve"], s["frames_to_solve"]
     if mt:
+        # "> budget" for the unsolved only when each of them ran the whole budget.
+        unsolved = [r for r in result["runs"] if "failed" not in r and not r.get("solved")]
+        over = budget if all(_ran_out_of_time(r) for r in unsolved) else None
+
+        def fmt(x: float) -> str:
+            return _fmt_minutes(x, over) if over is not None or not math.isinf(x) else "not solved"
+
         lines.append(
-            f"| **median** | {s['solved']}/{s['seeds']} | **{_fmt_minutes(mt['median'], budget)}** "
-            f"({_fmt_minutes(mt['min'], budget)} to {_fmt_minutes(mt['max'], budget)}) | "
+            f"| **median** | {s['solved']}/{s['seeds']} | **{fmt(mt['median'])}** "
+            f"({fmt(mt['min'])} to {fmt(mt['max'])}) | "
             f"{_fmt_frames(ft['median'])} ({_fmt_frames(ft['min'], 'not solved')} to "
             f"{_fmt_frames(ft['max'], 'not solved')}) "
             "| | | |"
