@@ -22,7 +22,7 @@ import torch
 from rapidrl import cli
 from rapidrl.algos.eval import EvalConfig, evaluate
 from rapidrl.algos.pqn.config import PRESETS, PQNConfig
-from rapidrl.algos.pqn.learner import epsilon_at, lr_at, make_pqn_network
+from rapidrl.algos.pqn.learner import epsilon_at, lr_at, make_pqn_network, q_lambda_at
 from rapidrl.algos.pqn.train import train
 from rapidrl.train import load_latest, read_metrics
 from rapidrl.train.testing import assert_same
@@ -158,6 +158,29 @@ def test_schedules():
     assert epsilon_at(two, 200) == pytest.approx(0.055)
     assert epsilon_at(two, 300) == epsilon_at(two, 10**9) == 0.01
     assert epsilon_at(dataclasses.replace(two, final_e_fraction=0.1), 100) == 0.01
+    # Lambda: q_lambda throughout, or start_q_lambda -> q_lambda over q_lambda_fraction.
+    assert q_lambda_at(cfg, 0) == q_lambda_at(cfg, 10**9) == cfg.q_lambda
+    lam = dataclasses.replace(cfg, start_q_lambda=0.9, q_lambda=0.5, q_lambda_fraction=0.2)
+    assert q_lambda_at(lam, 0) == 0.9 and q_lambda_at(lam, 100) == pytest.approx(0.7)
+    assert q_lambda_at(lam, 200) == q_lambda_at(lam, 10**9) == 0.5
+
+
+def test_trainer_uses_the_lambda_schedule(tmp_path):
+    """The targets follow q_lambda_at, not q_lambda: with a schedule that stays at its start (a
+    vast schedule_frames), a run equals one with that lambda fixed, and differs from one with
+    the end value (epsilon stays ~1 and the lr is constant in all of them)."""
+
+    def td_losses(name, **kw):
+        cfg = dataclasses.replace(
+            SMALL, max_frames=256, log_every_frames=128, anneal_lr=False,
+            schedule_frames=10**15, run_dir=str(tmp_path / name), **kw,
+        )  # fmt: skip
+        train(cfg)
+        return [r["td_loss"] for r in rows_of(tmp_path / name)[1]]
+
+    fixed = td_losses("fixed", q_lambda=0.9)
+    assert td_losses("sched", start_q_lambda=0.9, q_lambda=0.0, q_lambda_fraction=1.0) == fixed
+    assert td_losses("end", q_lambda=0.0) != fixed
 
 
 class ConstantRewardEnv(gym.Env):
@@ -351,6 +374,10 @@ def test_validate_names_the_field():
         dataclasses.replace(PRESETS["pqn"], final_e=0.001, final_e_fraction=0.05).validate()
     with pytest.raises(ConfigError, match="--final-e must be in"):
         dataclasses.replace(PRESETS["pqn"], final_e=1.5).validate()
+    with pytest.raises(ConfigError, match="--start-q-lambda must be in"):
+        dataclasses.replace(PRESETS["pqn"], start_q_lambda=-0.1).validate()
+    with pytest.raises(ConfigError, match="--q-lambda-fraction must be in"):
+        dataclasses.replace(PRESETS["pqn"], q_lambda_fraction=1.5).validate()
 
 
 def test_cli_train_resume_eval(tmp_path, capsys):

@@ -87,6 +87,13 @@ class PQNConfig(TrainerConfig):
     q_lambda: float = 0.65
     """Lambda of the Q(lambda) returns: 0 = one-step Q-learning targets, 1 = Monte-Carlo returns
     (bootstrapped at time limits and at the rollout's end)."""
+    start_q_lambda: float | None = None
+    """Lambda at the start, moved linearly to q_lambda over q_lambda_fraction of
+    schedule_frames, then q_lambda. A higher lambda early carries the rare scored points further
+    back along the rollout while the Q-values are still uninformed. None: q_lambda throughout."""
+    q_lambda_fraction: float = 0.1
+    """Fraction of schedule_frames over which lambda goes from start_q_lambda to q_lambda (with
+    start_q_lambda set)."""
     reward_scale: float = 1.0
     """Rewards are multiplied by this for learning (the targets); episode scores stay the real
     ones. Off Atari (unclipped rewards) it keeps the Q-values near the scale of the LayerNorm'd
@@ -108,7 +115,8 @@ class PQNConfig(TrainerConfig):
     """Fraction of schedule_frames at which epsilon reaches final_e (with final_e set)."""
     schedule_frames: int | None = None
     """Frames the schedules span: the learning rate anneals to 0 over them, epsilon decays over
-    exploration_fraction of them (and reaches final_e at final_e_fraction of them). None:
+    exploration_fraction of them (and reaches final_e at final_e_fraction of them), lambda
+    moves over q_lambda_fraction of them. None:
     max_frames (the budget). Set it explicitly to keep the schedules when a run is stopped and
     resumed with another max_frames."""
 
@@ -156,6 +164,14 @@ class PQNConfig(TrainerConfig):
         )
         need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
         need(0.0 <= self.q_lambda <= 1.0, f"--q-lambda must be in [0, 1], got {self.q_lambda}")
+        need(
+            self.start_q_lambda is None or 0.0 <= self.start_q_lambda <= 1.0,
+            f"--start-q-lambda must be in [0, 1] or None, got {self.start_q_lambda}",
+        )
+        need(
+            0.0 <= self.q_lambda_fraction <= 1.0,
+            f"--q-lambda-fraction must be in [0, 1], got {self.q_lambda_fraction}",
+        )
         need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
         need(self.reward_scale > 0, f"--reward-scale must be > 0, got {self.reward_scale}")
         need(

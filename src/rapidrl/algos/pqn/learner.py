@@ -35,6 +35,7 @@ __all__ = [
     "RESUME_IGNORE_FIELDS",
     "Learner",
     "epsilon_at",
+    "q_lambda_at",
     "lr_at",
     "make_pqn_network",
     "rollout_targets",
@@ -109,6 +110,16 @@ def epsilon_at(cfg: PQNConfig, frames: int) -> float:
         return linear_schedule(cfg.start_e, cfg.end_e, duration, frames)
     final = round(cfg.final_e_fraction * schedule_frames(cfg))
     return linear_schedule(cfg.end_e, cfg.final_e, final - duration, frames - duration)
+
+
+def q_lambda_at(cfg: PQNConfig, frames: int) -> float:
+    """Lambda of the Q(lambda) targets at ``frames``: ``start_q_lambda`` -> ``q_lambda`` linearly
+    over ``q_lambda_fraction`` of the schedule, then ``q_lambda`` (``q_lambda`` throughout when
+    ``start_q_lambda`` is None)."""
+    if cfg.start_q_lambda is None:
+        return cfg.q_lambda
+    duration = round(cfg.q_lambda_fraction * schedule_frames(cfg))
+    return linear_schedule(cfg.start_q_lambda, cfg.q_lambda, duration, frames)
 
 
 def lr_at(cfg: PQNConfig, frames: int) -> float:

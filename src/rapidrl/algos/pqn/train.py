@@ -49,6 +49,7 @@ from rapidrl.algos.pqn.learner import (
     Learner,
     epsilon_at,
     make_pqn_network,
+    q_lambda_at,
     rollout_targets,
 )
 from rapidrl.config import ConfigError
@@ -221,7 +222,7 @@ class Rollout:
         boot = self.lrn.max_q(torch.as_tensor(self.next_obs, device=self.device))
         return rollout_targets(
             self.rewards, self.max_q, self.terminated, self.truncated, self.trunc_q, boot,
-            self.cfg.gamma, self.cfg.q_lambda,
+            self.cfg.gamma, q_lambda_at(self.cfg, self.lrn.frames),
         )  # fmt: skip
 
     def close(self) -> None:
