@@ -268,6 +268,13 @@ PRESETS: dict[str, PQNConfig] = {
     #   over the 40M frames, as the paper.
     #   The fractions are of schedule_frames (max_frames by default): a run with another
     #   --max-frames scales them; --schedule-frames 40000000 keeps these frames.
+    # - lambda: the paper's 0.65 throughout. Tried on the AVX2 path, seeds 1-3: lambda 0.9 ->
+    #   0.65 over the first 4M frames (--start-q-lambda 0.9 --q-lambda-fraction 0.1) left the
+    #   floor earlier (mean-100 at 10 min -16.3 / -6.0 / -13.2, against -19.1 / -18.6 / -15.1)
+    #   but solved in 29.0 / 21.4 min / not in 32 (7.72M / 5.96M frames; seed 3 sat at -12..-9
+    #   from 12 to 20 min, best +3.6 at 32 min), against 30.2 / 26.9 / 26.4 min. Lambda
+    #   0.9 throughout (seed 1) rose as early (-12.3 at 10 min) and then stalled at -9..-12
+    #   (best -9.0 in 27 min). lr 5e-4 did not rise earlier (seed 1: -19.9 at 10 min).
     # - backend auto, channels_last convolutions, precision auto (bf16 conv torso on a CPU with
     #   AMX or AVX-512 bf16), as PPO's fast preset.
     # Everything else (lr, lambda, 40M frames, grad norm) as the paper. Before the epsilon
