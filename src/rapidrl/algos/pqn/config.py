@@ -246,6 +246,11 @@ PRESETS: dict[str, PQNConfig] = {
     #   lambda-trace (1 / (1 - gamma * lambda) ~ 2.8 steps) is cut as rarely as in the paper.
     # - 8 minibatches: keeps the paper's minibatch of 128 and its one gradient step per 64 agent
     #   steps (32 minibatches of 1,024 would be minibatches of 32 and 4x the gradient steps).
+    #   2 epochs: 1 epoch of 16 minibatches of 64 (the same 16 gradient steps per update, half
+    #   the samples each) ran 1.36x the frames/s on the AVX2 path (update 0.39 s instead of
+    #   0.67 s; 5,700-6,050 frames/s) but learned slower per frame: seeds 1-3 not solved in 32
+    #   min (best 4.0 / 0.6 / -1.9); mean-100 at 10 min -18.7 / -20.6 / -18.3 (3.3-3.7M
+    #   frames), at 6M frames -6.9 / -15.1 / -14.5, where 2 epochs solved by 6.8-7.1M.
     # - obs_size 64: the Nature CNN's feature map 4x4 instead of 7x7; forward + backward of the
     #   torso without LayerNorm measured 2.1-2.4x faster per sample on this CPU (NatureCNN's
     #   docstring); with the LayerNorms not measured. 42 looks too small (one seed): obs_size
