@@ -10,6 +10,8 @@ import math
 import pytest
 
 from rapidrl.bench.atari import (
+    GAME_SETS,
+    HUMAN_RANDOM,
     BenchAtariConfig,
     RunSpec,
     bench_atari,
@@ -53,11 +55,23 @@ def test_reference_scores_at_the_same_frames():
         (dict(stop_at_score="solved"), "--stop-at-score"),
         (dict(max_frames=0), "--max-frames"),
         (dict(cpus_per_run=0), "--cpus-per-run"),
+        (dict(games="pong,brekout"), "--games: unknown env id 'brekout'; did you mean 'breakout'"),
     ],
 )
 def test_config_errors(fields, message):
     with pytest.raises(ConfigError, match=message):
         BenchAtariConfig(**fields).validate()
+
+
+def test_named_game_lists():
+    """atari5 / atari57 expand in place, each game once, and every name is a real ALE game with
+    published human and random scores (so every row of a 57-game suite is human-normalized)."""
+    b = BenchAtariConfig(games="pong,Atari-5,qbert")
+    assert b.game_list() == ["pong", *GAME_SETS["atari5"]]  # qbert is already in Atari-5
+    b.validate()
+    games57 = BenchAtariConfig(games="atari57").game_list()
+    assert len(games57) == 57 and {g.replace("_", "") for g in games57} == set(HUMAN_RANDOM)
+    BenchAtariConfig(games="atari57").validate()  # each resolves to an ALE env
 
 
 def test_runs_and_default_presets():

@@ -54,6 +54,7 @@ from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 
 __all__ = [
+    "GAME_SETS",
     "HUMAN_RANDOM",
     "BenchAtariConfig",
     "RunSpec",
@@ -90,6 +91,25 @@ HUMAN_RANDOM: dict[str, tuple[float, float]] = {
     "tennis": (-23.8, -8.3), "timepilot": (3568.0, 5229.2), "tutankham": (11.4, 167.6),
     "upndown": (533.4, 11693.2), "venture": (0.0, 1187.5), "videopinball": (16256.9, 17667.9),
     "wizardofwor": (563.5, 4756.5), "yarsrevenge": (3092.9, 54576.9), "zaxxon": (32.5, 9173.3),
+}  # fmt: skip
+
+
+# Named game lists for --games. Atari-5 (Aitchison et al. 2023, "Atari-5: Distilling the Arcade
+# Learning Environment down to Five Games"): a regression on these five predicts the 57-game
+# median human-normalized score. The 57 are the games of HUMAN_RANDOM, as ALE ROM names.
+GAME_SETS: dict[str, tuple[str, ...]] = {
+    "atari5": ("battle_zone", "double_dunk", "name_this_game", "phoenix", "qbert"),
+    "atari57": (
+        "alien", "amidar", "assault", "asterix", "asteroids", "atlantis", "bank_heist",
+        "battle_zone", "beam_rider", "berzerk", "bowling", "boxing", "breakout", "centipede",
+        "chopper_command", "crazy_climber", "defender", "demon_attack", "double_dunk", "enduro",
+        "fishing_derby", "freeway", "frostbite", "gopher", "gravitar", "hero", "ice_hockey",
+        "jamesbond", "kangaroo", "krull", "kung_fu_master", "montezuma_revenge", "ms_pacman",
+        "name_this_game", "phoenix", "pitfall", "pong", "private_eye", "qbert", "riverraid",
+        "road_runner", "robotank", "seaquest", "skiing", "solaris", "space_invaders",
+        "star_gunner", "surround", "tennis", "time_pilot", "tutankham", "up_n_down", "venture",
+        "video_pinball", "wizard_of_wor", "yars_revenge", "zaxxon",
+    ),
 }  # fmt: skip
 
 
@@ -136,7 +156,8 @@ class BenchAtariConfig:
     """Games x algorithms/presets x seeds at one budget: one table, curves, JSON; resumable."""
 
     games: str = "breakout,seaquest,space_invaders"
-    """Comma-separated games (any alias `rapidrl train --env` takes: breakout, ALE/Qbert-v5, ...)."""
+    """Comma-separated games (any alias `rapidrl train --env` takes: breakout, ALE/Qbert-v5, ...)
+    and named lists: atari5 (the Atari-5 subset that predicts the 57-game median), atari57."""
     algos: str = "ppo:fast"
     """Comma-separated ALGO:PRESET pairs (ppo, ppo-lstm, dqn, rainbow, pqn), e.g.
     ppo:fast,dqn:fast,rainbow:rainbow. ALGO alone takes the preset named like it, else fast."""
@@ -166,8 +187,18 @@ class BenchAtariConfig:
     """With --ray: how many times a run whose node or worker died is started again."""
 
     def validate(self) -> None:
-        if not self.game_list():
+        games = self.game_list()
+        if not games:
             raise ConfigError("--games needs at least one game, e.g. --games breakout,pong")
+        # Every name is checked before the first run: a typo in the last game of a suite would
+        # otherwise surface hours in.
+        from rapidrl.envs import UnknownEnvError, resolve_env
+
+        for game in games:
+            try:
+                resolve_env(game)
+            except UnknownEnvError as e:
+                raise ConfigError(f"--games: {e}") from None
         self.algo_list()
         seeds = self.seed_list()
         if not seeds or len(set(seeds)) != len(seeds):
@@ -189,7 +220,11 @@ class BenchAtariConfig:
             raise ConfigError(f"--retries must be >= 0, got {self.retries}")
 
     def game_list(self) -> list[str]:
-        return [g.strip() for g in self.games.split(",") if g.strip()]
+        """The games in order, named lists (GAME_SETS) expanded, each game once."""
+        out: list[str] = []
+        for item in (g.strip() for g in self.games.split(",") if g.strip()):
+            out += GAME_SETS.get(_key(item), (item,))
+        return list(dict.fromkeys(out))
 
     def algo_list(self) -> list[tuple[str, str]]:
         out = []
