@@ -248,7 +248,9 @@ PRESETS: dict[str, PQNConfig] = {
     #   steps (32 minibatches of 1,024 would be minibatches of 32 and 4x the gradient steps).
     #   2 epochs: 1 epoch of 16 minibatches of 64 (the same 16 gradient steps per update, half
     #   the samples each) ran 1.36x the frames/s on the AVX2 path (update 0.39 s instead of
-    #   0.67 s; 5,700-6,050 frames/s) but learned slower per frame: seeds 1-3 not solved in 32
+    #   0.67 s, back to back: `rapidrl train pqn --env pong --preset fast --precision fp32
+    #   --max-frames 250000 [--epochs 1 --minibatches 16]`, medians of metrics.csv rows; 5,700-
+    #   6,050 frames/s in the solves) but learned slower per frame: seeds 1-3 not solved in 32
     #   min (best 4.0 / 0.6 / -1.9); mean-100 at 10 min -18.7 / -20.6 / -18.3 (3.3-3.7M
     #   frames), at 6M frames -6.9 / -15.1 / -14.5, where 2 epochs solved by 6.8-7.1M.
     # - obs_size 64: the Nature CNN's feature map 4x4 instead of 7x7; forward + backward of the
