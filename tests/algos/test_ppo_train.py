@@ -26,6 +26,7 @@ from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.learner import (
     TrainBatch,
     adapt_lr,
+    ent_coef_at,
     make_policy,
     rollout_advantages,
     update_policy,
@@ -38,6 +39,7 @@ from rapidrl.train.testing import assert_same
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "policy_loss")
 COLUMNS += ("value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr")
+COLUMNS += ("ent_coef",)
 COLUMNS += ("steps", "updates", "grad_steps", "rollout_s", "update_s")
 LOSSES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 QUIET = dict(
@@ -400,6 +402,50 @@ def test_kl_adaptive_run_moves_the_rate_and_resumes_exactly(tmp_path):
     assert len(set(rates)) > 1 and all(cfg.lr_min <= r <= cfg.lr_max for r in rates)
 
 
+def test_entropy_coefficient_schedule():
+    base = dataclasses.replace(PRESETS["cartpole"], ent_coef=0.01, max_frames=1000)
+    assert [ent_coef_at(base, f) for f in (0, 500, 10**9)] == [0.01] * 3  # off: constant
+    cfg = dataclasses.replace(base, ent_coef_end=0.0)  # over max_frames by default
+    assert ent_coef_at(cfg, 0) == pytest.approx(0.01)
+    assert ent_coef_at(cfg, 250) == pytest.approx(0.0075)
+    assert ent_coef_at(cfg, 1000) == ent_coef_at(cfg, 5000) == 0.0
+    cfg = dataclasses.replace(cfg, lr_anneal_frames=2000)  # then the learning rate's span
+    assert ent_coef_at(cfg, 1000) == pytest.approx(0.005)
+    cfg = dataclasses.replace(cfg, ent_coef_end=0.02, ent_anneal_frames=100)  # its own span
+    assert ent_coef_at(cfg, 50) == pytest.approx(0.015)
+    assert ent_coef_at(cfg, 100) == ent_coef_at(cfg, 1000) == 0.02
+
+
+def test_entropy_annealed_run_uses_and_logs_the_scheduled_coefficient(tmp_path):
+    """Each update uses the coefficient of its frames (the metrics show it falling), the
+    coefficient changes the update, and a resumed run goes on along the same schedule."""
+    cfg = dataclasses.replace(
+        RESUME_CFG,
+        recurrent=False,
+        env="CartPole-v1",
+        ent_coef=0.6,
+        ent_coef_end=0.0,
+        ent_anneal_frames=128 * 6,
+    )
+    schedule = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]  # row i follows the update at frames 128 * i
+    full, part = tmp_path / "full", tmp_path / "part"
+    train(dataclasses.replace(cfg, run_dir=str(full)))
+    _, rows = rows_of(full)
+    assert [float(r["ent_coef"]) for r in rows] == pytest.approx(schedule)
+    train(dataclasses.replace(cfg, run_dir=str(part), max_frames=128 * 3))
+    train(dataclasses.replace(cfg, resume=str(part)))
+    _, rows_part = rows_of(part)
+    assert [float(r["ent_coef"]) for r in rows_part] == pytest.approx(schedule)
+    constant = tmp_path / "constant"
+    train(
+        dataclasses.replace(cfg, run_dir=str(constant), ent_coef_end=None, ent_anneal_frames=None)
+    )
+    _, rows_constant = rows_of(constant)
+    assert [float(r["ent_coef"]) for r in rows_constant] == [0.6] * 6
+    # The same seed: identical first rollout, so the first update differs only by the coefficient.
+    assert rows_constant[0]["policy_loss"] != rows[0]["policy_loss"]
+
+
 def test_resume_refuses_changed_learning_settings(tmp_path):
     from rapidrl.train import CheckpointError
 
@@ -459,6 +505,8 @@ def test_help_lists_every_field(capsys, command):
         (["--clip", "0"], "--clip must be > 0"),
         (["--kl-adaptive-lr", "0.01"], "pass --no-anneal-lr with --kl-adaptive-lr"),
         (["--kl-adaptive-lr", "0.01", "--no-anneal-lr", "--lr", "0.1"], "<= --lr-max (0.01)"),
+        (["--ent-coef-end", "-0.1"], "--ent-coef-end must be >= 0"),
+        (["--ent-anneal-frames", "1000"], "no effect without --ent-coef-end"),
         (["--obs-size", "32"], "use --torso small for smaller frames"),
         (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
     ],

@@ -122,7 +122,14 @@ class PPOConfig(TrainerConfig):
     clip_vloss: bool = True
     """Clip the value loss around the rollout's values (CleanRL default)."""
     ent_coef: float = 0.01
-    """Entropy bonus coefficient."""
+    """Entropy bonus coefficient (at the start, when ent_coef_end is set)."""
+    ent_coef_end: float | None = None
+    """Anneal the entropy coefficient linearly from ent_coef to this over ent_anneal_frames,
+    then keep it (a policy the bonus keeps stochastic loses points in training games that its
+    greedy actions would win, as epsilon does for PQN). None: ent_coef throughout."""
+    ent_anneal_frames: int | None = None
+    """Frames over which the entropy coefficient reaches ent_coef_end. None: lr_anneal_frames,
+    else max_frames (the learning rate's span)."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
     max_grad_norm: float | None = 0.5
@@ -210,6 +217,19 @@ class PPOConfig(TrainerConfig):
         need(self.adam_eps > 0, f"--adam-eps must be > 0, got {self.adam_eps}")
         need(self.clip > 0, f"--clip must be > 0, got {self.clip}")
         need(self.ent_coef >= 0, f"--ent-coef must be >= 0, got {self.ent_coef}")
+        need(
+            self.ent_coef_end is None or self.ent_coef_end >= 0,
+            f"--ent-coef-end must be >= 0 or None, got {self.ent_coef_end}",
+        )
+        need(
+            self.ent_anneal_frames is None or self.ent_anneal_frames >= 1,
+            f"--ent-anneal-frames must be >= 1 or None, got {self.ent_anneal_frames}",
+        )
+        need(
+            self.ent_anneal_frames is None or self.ent_coef_end is not None,
+            "--ent-anneal-frames has no effect without --ent-coef-end (the coefficient to "
+            "anneal to): pass --ent-coef-end, or drop --ent-anneal-frames",
+        )
         need(self.vf_coef >= 0, f"--vf-coef must be >= 0, got {self.vf_coef}")
         need(
             self.max_grad_norm is None or self.max_grad_norm > 0,

@@ -4,7 +4,8 @@
 Pure pieces: :func:`make_policy` (the actor-critic a config describes), :class:`TrainBatch` (one
 rollout as the update takes it), :func:`rollout_advantages` (GAE over envs of different lengths),
 :func:`update_policy` (``epochs`` x ``minibatches`` PPO steps), the learning-rate rules
-(:func:`anneal_lr`, :func:`adapt_lr`) and :func:`explained_variance`.
+(:func:`anneal_lr`, :func:`adapt_lr`), the entropy schedule (:func:`ent_coef_at`) and
+:func:`explained_variance`.
 
 :class:`Learner` holds the network, Adam, the action-sampling and minibatch generators, the
 counters, the row/checkpoint cadences, the episode tracker and the run clock; it trains on a
@@ -29,6 +30,7 @@ from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.learner import RolloutLearner
+from rapidrl.train.schedules import linear_schedule
 
 __all__ = [
     "LOSS_KEYS",
@@ -38,6 +40,7 @@ __all__ = [
     "TrainBatch",
     "adapt_lr",
     "anneal_lr",
+    "ent_coef_at",
     "explained_variance",
     "lr_now",
     "make_policy",
@@ -71,6 +74,7 @@ METRIC_COLUMNS = (
     *LOSS_KEYS,
     "explained_variance",
     "lr",
+    "ent_coef",
     "steps",
     "updates",
     "grad_steps",
@@ -175,9 +179,11 @@ def update_policy(
     batch: TrainBatch,
     cfg: PPOConfig,
     generator: torch.Generator,
+    ent_coef: float | None = None,
 ) -> dict[str, float]:
     """Run ``cfg.epochs`` passes of ``cfg.minibatches`` PPO steps; return the mean of each loss
-    term over the steps taken and ``grad_steps``.
+    term over the steps taken and ``grad_steps``. ``ent_coef``: the entropy coefficient of
+    this update (:func:`ent_coef_at`); None: ``cfg.ent_coef``.
 
     Feed-forward: minibatches of shuffled single steps. Recurrent: minibatches of whole env
     sequences (``num_envs / minibatches`` envs, shuffled each epoch) replayed from the stored
@@ -185,6 +191,7 @@ def update_policy(
     """
     sums = dict.fromkeys(LOSS_KEYS, 0.0)
     steps = 0
+    ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
     device = batch.values.device
     valid = batch.valid
     all_valid = bool(valid.all())
@@ -213,7 +220,7 @@ def update_policy(
             entropy,
             clip_coef=cfg.clip,
             vf_coef=cfg.vf_coef,
-            ent_coef=cfg.ent_coef,
+            ent_coef=ent_coef,
             clip_vloss=cfg.clip_vloss,
             norm_adv=cfg.norm_adv,
         )
@@ -324,6 +331,16 @@ def anneal_lr(opt: torch.optim.Optimizer, cfg: PPOConfig, frames: int) -> float:
     return lr
 
 
+def ent_coef_at(cfg: PPOConfig, frames: int) -> float:
+    """The entropy coefficient at ``frames``: ``ent_coef``, or with ``ent_coef_end`` linearly
+    from ``ent_coef`` to it over ``ent_anneal_frames`` (default: the learning rate's span,
+    ``lr_anneal_frames`` or ``max_frames``), then ``ent_coef_end``."""
+    if cfg.ent_coef_end is None:
+        return cfg.ent_coef
+    span = cfg.ent_anneal_frames or cfg.lr_anneal_frames or cfg.max_frames
+    return linear_schedule(cfg.ent_coef, cfg.ent_coef_end, span, frames)
+
+
 def lr_now(opt: torch.optim.Optimizer) -> float:
     return float(opt.param_groups[0]["lr"])
 
@@ -353,6 +370,7 @@ class Learner(RolloutLearner):
         self, cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
     ):
         super().__init__(cfg, device, _zero_acc())
+        self.ent_coef = cfg.ent_coef  # of the latest update (ent_coef_at its frames)
         self.net = make_policy(cfg, obs_shape, n_actions, self.device).to(self.device)
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam
@@ -367,7 +385,8 @@ class Learner(RolloutLearner):
         """The PPO epochs on one rollout (:func:`update_policy`), the explained variance, and
         the counters and metric sums (``update_s`` is measured from ``t_start``, the end of the
         rollout)."""
-        stats = update_policy(self.net, self.opt, batch, self.cfg, self.mb_gen)
+        self.ent_coef = ent_coef_at(self.cfg, self.frames)
+        stats = update_policy(self.net, self.opt, batch, self.cfg, self.mb_gen, self.ent_coef)
         ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
         update_s = time.perf_counter() - t_start
         self.account(stats, rollout_s=rollout_s, update_s=update_s)
@@ -389,6 +408,7 @@ class Learner(RolloutLearner):
                 acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan
             ),
             "lr": lr_now(self.opt),
+            "ent_coef": self.ent_coef,
             "steps": c.steps,
             "updates": c.updates,
             "grad_steps": c.grad_steps,
