@@ -116,6 +116,34 @@ def test_tables_from_canned_run_dirs(tmp_path):
     assert "| breakout | ppo:fast | 4 | failed: exit code 1 |" in table
 
 
+def test_a_carried_run_is_kept_and_a_stop_keeps_the_curves(tmp_path, monkeypatch):
+    """A finished run carried without checkpoints/ and tb/ (docs/suite.md) is kept as it is;
+    the suite stopped in the next run still has the table and the curves of the first."""
+    import rapidrl.bench.atari as atari
+
+    b = BenchAtariConfig(
+        games="breakout", algos="ppo:fast", seeds="1,2", max_frames=10_000_000,
+        out_dir=str(tmp_path),
+    )  # fmt: skip
+    carried = RunSpec("breakout", "ppo", "fast", 1).run_dir(tmp_path)
+    _canned_run(carried, frames=10_001_024, final=30.0, best=35.0, curve=((0, 2.0), (5e6, 30.0)))
+    summary = (carried / "summary.json").read_bytes()
+    real = atari.execute_run
+
+    def stop_at_seed_2(b, spec, extra=()):
+        if spec.seed == 2:
+            raise KeyboardInterrupt  # Ctrl-C while seed 2 trains
+        return real(b, spec, extra)
+
+    monkeypatch.setattr(atari, "execute_run", stop_at_seed_2)
+    with pytest.raises(KeyboardInterrupt):
+        bench_atari(b)
+    assert (carried / "summary.json").read_bytes() == summary  # kept, not run again
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [r["seed"] for r in suite["runs"]] == [1] and suite["runs"][0]["return_mean_100"] == 30
+    assert (tmp_path / "curves-breakout.png").stat().st_size > 0
+
+
 def test_run_state_and_command(tmp_path):
     b = BenchAtariConfig(games="pong", algos="ppo:fast", out_dir=str(tmp_path), max_frames=1000)
     spec = b.runs()[0]

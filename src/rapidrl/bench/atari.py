@@ -579,6 +579,7 @@ def bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[s
     def done(record: dict[str, Any]) -> None:
         finished.append(record)
         write_results(b, finished, extra, argv)
+        _plot_quietly(b, finished, out)  # a stopped suite keeps the curves of its finished runs
         if "failed" in record:
             print(f"  {record['game']} {record['algo']}:{record['preset']} seed {record['seed']}: "
                   f"FAILED ({record['failed']})", flush=True)  # fmt: skip
@@ -590,11 +591,16 @@ def bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[s
     records = (run_on_ray if b.ray else run_locally)(b, extra, done)
     result = write_results(b, records, extra, argv)
     print(format_tables(result))
+    _plot_quietly(b, records, out)
+    return result
+
+
+def _plot_quietly(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path) -> None:
+    """:func:`plot_games`, a failure reported on stderr: a plot must never lose the tables."""
     try:
         plot_games(b, records, out)
-    except Exception as exc:  # a plot must never lose the measured tables
+    except Exception as exc:
         print(f"could not plot: {exc}", file=sys.stderr)
-    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
