@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -142,6 +143,34 @@ def test_a_carried_run_is_kept_and_a_stop_keeps_the_curves(tmp_path, monkeypatch
     suite = json.loads((tmp_path / "suite.json").read_text())
     assert [r["seed"] for r in suite["runs"]] == [1] and suite["runs"][0]["return_mean_100"] == 30
     assert (tmp_path / "curves-breakout.png").stat().st_size > 0
+
+
+def test_a_trainer_stopped_from_outside_stops_the_suite(tmp_path, monkeypatch, capsys):
+    """A signal to the trainer alone (it checkpoints, writes an "interrupted" summary and exits
+    0) is recorded as stopped, not as a finished or crashed run, and the suite stops there as
+    on Ctrl-C instead of starting the next run."""
+    import rapidrl.bench.atari as atari
+
+    b = BenchAtariConfig(
+        games="breakout", algos="ppo:fast", seeds="1,2", max_frames=1000, out_dir=str(tmp_path)
+    )
+    started = []
+
+    def stopped_trainer(cmd, log_path, limit_seconds):
+        run_dir = cmd[cmd.index("--run-dir") + 1]
+        started.append(run_dir)
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "summary.json").write_text(json.dumps({"stop_reason": "interrupted"}))
+        return 0, 1.0
+
+    monkeypatch.setattr(atari, "run_training", stopped_trainer)
+    result = bench_atari(b)
+    assert len(started) == 1  # seed 2 never started
+    (run,) = result["runs"]
+    assert run["seed"] == 1 and run["interrupted"] and run["failed"].startswith("interrupted")
+    assert "seed 1: stopped (interrupted" in capsys.readouterr().out
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert suite["summary"][0]["failed"] == 1
 
 
 def test_run_state_and_command(tmp_path):

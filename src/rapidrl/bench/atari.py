@@ -316,6 +316,11 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
         limit = None if b.max_minutes is None else 60.0 * (b.max_minutes + b.grace_minutes) + 120
         log = run_dir.parent / f"seed-{spec.seed}.log"
         rc, _ = run_training(cmd, log, limit if limit is not None else 10 * 24 * 3600.0)
+        if rc == 0 and (read_summary(run_dir) or {}).get("stop_reason") == "interrupted":
+            # A signal stopped the trainer alone (kill -INT PID, a scheduler's SIGTERM): it
+            # checkpointed and exited 0. Not a failure of the run: the suite stops here.
+            why = "interrupted: checkpoint kept, the same command goes on from it"
+            return {**asdict(spec), "run_dir": str(run_dir), "failed": why, "interrupted": True}
         if rc != 0 or run_state(run_dir) != "done":
             why = "killed after the time limit" if rc is None else f"exit code {rc}"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -525,6 +530,9 @@ def run_locally(
         record = execute_run(b, spec, extra)
         records.append(record)
         done(record)
+        if record.get("interrupted"):  # stopped from outside: so is the suite, as with Ctrl-C
+            print("  suite stopped: the same command goes on from here", flush=True)
+            break
     return records
 
 
@@ -581,8 +589,9 @@ def bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[s
         write_results(b, finished, extra, argv)
         _plot_quietly(b, finished, out)  # a stopped suite keeps the curves of its finished runs
         if "failed" in record:
+            what = "stopped" if record.get("interrupted") else "FAILED"
             print(f"  {record['game']} {record['algo']}:{record['preset']} seed {record['seed']}: "
-                  f"FAILED ({record['failed']})", flush=True)  # fmt: skip
+                  f"{what} ({record['failed']})", flush=True)  # fmt: skip
         else:
             print(f"  {record['game']} {record['algo']}:{record['preset']} seed {record['seed']}: "
                   f"mean-100 {_num(record['return_mean_100'])} after "
