@@ -458,6 +458,19 @@ def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, mess
     assert not (tmp_path / "runs").exists()
 
 
+def test_per_weights_choice_is_checked_and_older_runs_resume_as_they_ran():
+    from rapidrl.config import ConfigError
+    from rapidrl.train.run import config_from_dict, config_to_dict
+
+    assert DQNConfig().per_weights == "batch"
+    with pytest.raises(ConfigError, match="--per-weights must be batch or buffer"):
+        dataclasses.replace(PRESETS["per"], per_weights="max").validate()
+    saved = config_to_dict(PRESETS["per"])
+    assert config_from_dict(DQNConfig, saved).per_weights == "batch"
+    del saved["per_weights"]  # a config.json from before the field: buffer-normalized weights
+    assert config_from_dict(DQNConfig, saved).per_weights == "buffer"
+
+
 def test_cli_train_resume_and_rainbow(tmp_path, capsys):
     run = str(tmp_path / "c")
     common = ["--env", "CartPole-v1", "--learning-starts", "100", "--no-progress"]

@@ -79,7 +79,7 @@ def test_sampling_proportions_chi_square():
 
 
 def test_weights_against_reference():
-    buf = make_buffer(seed=1)
+    buf = make_buffer(seed=1, normalize="buffer")
     fill(buf, 16)
     td = np.random.default_rng(2).exponential(size=16)
     buf.update_priorities(np.arange(16), td)
@@ -91,6 +91,31 @@ def test_weights_against_reference():
     ref = w_all[batch["indices"]] / w_all.max()
     np.testing.assert_allclose(batch["weights"], ref, rtol=1e-6)
     assert batch["weights"].max() <= 1.0
+
+
+def test_weights_normalized_by_the_batch():
+    """The default divides by the batch's largest weight (1 in every batch), so one near-zero
+    TD error elsewhere in the buffer does not shrink every update; "buffer" divides by the
+    weight of the buffer's least likely transition."""
+    batches = {}
+    for normalize in ("batch", "buffer"):
+        buf = make_buffer(seed=1, normalize=normalize)
+        fill(buf, 16)
+        td = np.random.default_rng(2).exponential(size=16)
+        td[0] = 0.0  # priority eps**alpha: the buffer's largest weight by far
+        buf.update_priorities(np.arange(16), td)
+        batch = buf.sample(8, beta=0.6)
+        p = (np.abs(td) + buf.eps) ** buf.alpha
+        w_all = (len(p) * p / p.sum()) ** -0.6
+        w = w_all[batch["indices"]]
+        norm = w.max() if normalize == "batch" else w_all.max()
+        np.testing.assert_allclose(batch["weights"], w / norm, rtol=1e-6)
+        batches[normalize] = batch
+    assert 0 not in batches["batch"]["indices"]  # the near-zero one is (almost) never drawn
+    assert batches["batch"]["weights"].max() == pytest.approx(1.0)
+    assert batches["buffer"]["weights"].max() < 0.1  # what kept PER from learning on Pong
+    with pytest.raises(ValueError, match="normalize"):
+        make_buffer(seed=1, normalize="max")
 
 
 def test_new_transitions_get_max_priority_and_evicted_get_zero():

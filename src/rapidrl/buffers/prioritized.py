@@ -7,7 +7,7 @@ levels, so a batch of 256 costs about as much as a batch of 1.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -99,19 +99,37 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """``ReplayBuffer`` with proportional prioritized sampling.
 
     ``P(i) = p_i**alpha / sum_j p_j**alpha`` over sampleable transitions; new transitions get the
-    largest priority seen so far; importance weights ``w_i = (M * P(i))**-beta / max_j (M *
-    P(j))**-beta`` (``M`` sampleable transitions) with ``beta`` passed by the caller, who anneals
-    it. Call ``update_priorities(batch["indices"], td_errors)`` after each learning step.
+    largest priority seen so far; importance weights ``w_i = (M * P(i))**-beta`` (``M``
+    sampleable transitions) with ``beta`` passed by the caller, who anneals it, divided by the
+    largest weight: of the batch (``normalize="batch"``, as Dopamine's Rainbow) or of the whole
+    buffer (``"buffer"``, the weight of its least likely transition, as OpenAI baselines). Call
+    ``update_priorities(batch["indices"], td_errors)`` after each learning step.
 
-    Takes every ``ReplayBuffer`` argument plus ``alpha`` and ``eps`` (added to ``|td|``).
+    Why the batch is the default: one transition with ``|td|`` near 0 (priority ``eps**alpha``)
+    makes the buffer's largest weight huge, and every batch's weights tiny. On Pong with 1-step
+    returns the loss fell ~30x below plain DQN's, under Adam's epsilon, and the agent stayed at
+    -20.9 for 4M frames where plain DQN reached -14.5.
+
+    Takes every ``ReplayBuffer`` argument plus ``alpha``, ``eps`` (added to ``|td|``) and
+    ``normalize``.
     """
 
-    def __init__(self, *args, alpha: float = 0.5, eps: float = 1e-6, **kwargs):
+    def __init__(
+        self,
+        *args,
+        alpha: float = 0.5,
+        eps: float = 1e-6,
+        normalize: Literal["batch", "buffer"] = "batch",
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if normalize not in ("batch", "buffer"):
+            raise ValueError(f"normalize must be 'batch' or 'buffer', got {normalize!r}")
         self.alpha = float(alpha)
         self.eps = float(eps)
+        self.normalize = normalize
         self.max_priority = 1.0
         size = self.num_envs * self.slots
         self._sum = SumTree(size)
@@ -145,9 +163,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self._sum.find(np.minimum(mass, np.nextafter(total, 0)))
 
     def importance_weights(self, indices: np.ndarray, beta: float) -> np.ndarray:
-        """``(P(i) / min_j P(j)) ** -beta``: the normalized weights of the batch, float32."""
+        """``(P(i) / min_j P(j)) ** -beta``, ``j`` over the batch or the buffer (``normalize``):
+        the batch's weights, at most 1, float32."""
         p = self._sum[indices]
-        return ((p / self._min.min) ** -beta).astype(np.float32)
+        p_min = p.min() if self.normalize == "batch" else self._min.min
+        return ((p / p_min) ** -beta).astype(np.float32)
 
     def sample(
         self,

@@ -220,7 +220,9 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "")
     """JSON dicts -> the dataclass ``cls`` (nested dataclasses, tuples, ``X | None`` rebuilt).
 
     Unknown keys raise ``ValueError`` naming them (a renamed field must not be dropped silently);
-    missing keys take the field's default (a config written before the field existed).
+    missing keys take the field's default (a config written before the field existed), or the
+    value ``cls.FORMER_DEFAULTS`` gives for it: what such a config meant, where a new field's
+    default changed the behaviour (a resumed run must go on as it ran).
     """
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"{cls!r} is not a dataclass type")
@@ -237,6 +239,8 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "")
         for name in fields
         if name in data
     }
+    former = getattr(cls, "FORMER_DEFAULTS", {})
+    kwargs.update({k: v for k, v in former.items() if k in fields and k not in data})
     return cls(**kwargs)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import tyro
 
@@ -45,6 +45,9 @@ class DQNConfig(TrainerConfig):
     Rainbow). Steps are agent steps summed over envs; frames are emulator frames (steps x
     frame_skip). After every steps_per_update steps comes one update on batch_size x
     steps_per_update transitions."""
+
+    # A config.json written before a field existed meant this value, not the field's default.
+    FORMER_DEFAULTS: ClassVar[dict[str, Any]] = {"per_weights": "buffer"}
 
     # --- environment ------------------------------------------------------------------------
     num_envs: int = 1
@@ -96,6 +99,11 @@ class DQNConfig(TrainerConfig):
     per_beta_steps: int = 500_000
     """Agent steps over which beta reaches 1 (a fixed count, not max_frames: a run continued
     with a larger --max-frames must follow the same schedule)."""
+    per_weights: Literal["batch", "buffer"] = "batch"
+    """Importance weights divided by the batch's largest (Dopamine) or the buffer's (OpenAI
+    baselines; what runs before this field used). With "buffer" one near-zero TD error anywhere
+    shrinks every update: plain DQN + PER on Pong stayed at -20.9 for 4M frames, its loss ~30x
+    below plain DQN's."""
     loss: Literal["huber", "mse"] = "huber"
     """TD loss for scalar heads: huber (delta 1) or mse (0.5 td^2). C51 uses cross-entropy."""
     lr: float = 1e-4
@@ -250,6 +258,10 @@ class DQNConfig(TrainerConfig):
         if self.prioritized:
             need(self.per_alpha >= 0, f"--per-alpha must be >= 0, got {self.per_alpha}")
             need(0 <= self.per_beta0 <= 1, f"--per-beta0 must be in [0, 1], got {self.per_beta0}")
+            need(
+                self.per_weights in ("batch", "buffer"),
+                f"--per-weights must be batch or buffer, got {self.per_weights!r}",
+            )
             need(
                 self.per_beta_steps >= 1,
                 f"--per-beta-steps must be >= 1, got {self.per_beta_steps}",

@@ -256,7 +256,7 @@ class Learner:
             gamma=cfg.gamma,
             n_step=cfg.n_step,
             seed=[cfg.seed, 2],
-            **({"alpha": cfg.per_alpha} if cfg.prioritized else {}),
+            **({"alpha": cfg.per_alpha, "normalize": cfg.per_weights} if cfg.prioritized else {}),
         )
         self._host = _HostBatches(
             self.rb,
