@@ -389,7 +389,9 @@ PRESETS: dict[str, DQNConfig] = {
 # Adam, bf16 where the CPU has it), so the comparison measures the components, not the loops.
 # `base` is plain DQN (1-step, no double, no dueling) on that machinery. Component settings as
 # in the `rainbow` preset (PER alpha 0.5 / beta 0.4 -> 1 over 250k steps; noisy sigma0 0.5 with
-# epsilon off; C51 51 atoms on [-10, 10]). Their Pong results are not measured yet.
+# epsilon off; C51 51 atoms on [-10, 10]). Pong at 4M frames, one seed each (README, "The eight
+# DQN systems"): noisy +15.3, n-step +9.5, double -14.1, base -14.5, dueling -16.8, per -18.6,
+# c51 -18.4, rainbow-fast -7.3 (before PER's batch-normalized weights).
 _BASE = dataclasses.replace(PRESETS["fast"], n_step=1, double=False, dueling=False)
 PRESETS.update(
     {
