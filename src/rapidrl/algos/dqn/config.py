@@ -391,7 +391,7 @@ PRESETS: dict[str, DQNConfig] = {
 # in the `rainbow` preset (PER alpha 0.5 / beta 0.4 -> 1 over 250k steps; noisy sigma0 0.5 with
 # epsilon off; C51 51 atoms on [-10, 10]). Pong at 4M frames, one seed each (README, "The eight
 # DQN systems"): noisy +15.3, n-step +9.5, double -14.1, base -14.5, dueling -16.8, per -18.6,
-# c51 -18.4, rainbow-fast -7.3 (before PER's batch-normalized weights).
+# c51 -18.4, rainbow-fast -10.5.
 _BASE = dataclasses.replace(PRESETS["fast"], n_step=1, double=False, dueling=False)
 PRESETS.update(
     {
