@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rapidrl.train import read_metrics
+from rapidrl.bench.runner import read_curve
 
 
 def main() -> None:
@@ -33,24 +33,13 @@ def main() -> None:
         if not (run / "summary.json").exists():
             continue
         s = json.loads((run / "summary.json").read_text())
-        _, rows = read_metrics(str(run / "metrics.csv"))
-        rows = [r for r in rows if r.get("return_mean_100")]
-        at = [
-            next((float(r["return_mean_100"]) for r in rows if float(r["frames"]) >= m), None)
-            for m in marks
-        ]
+        curve = read_curve(run)  # (minutes, frames, mean-100) of every row that has one
+        at = [next((v for _, f, v in curve if f >= m), None) for m in marks]
         first = [
-            next(
-                (
-                    f"{float(r['frames']) / 1e6:.2f}M ({float(r['seconds']) / 60:.1f} min)"
-                    for r in rows
-                    if float(r["return_mean_100"]) >= sc
-                ),
-                "-",
-            )
+            next((f"{f / 1e6:.2f}M ({t:.1f} min)" for t, f, v in curve if v >= sc), "-")
             for sc in scores
         ]
-        ms = sorted(float(r["update_ms"]) for r in rows if r.get("update_ms"))
+        ms = sorted(v for _, _, v in read_curve(run, "update_ms"))
         print(
             f"| {run.parent.name} {run.name} | "
             + " / ".join("-" if v is None else f"{v:.1f}" for v in at)
