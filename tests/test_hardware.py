@@ -1,7 +1,14 @@
 """CPU detection: model and learner ISAs from /proc/cpuinfo text (faked here), the one-line
 description every run prints and the record summary.json keeps."""
 
-from rapidrl.hardware import cpu_info, describe, hardware_record, parse_cpuinfo
+from rapidrl.hardware import (
+    core_name,
+    cpu_info,
+    describe,
+    hardware_record,
+    parse_cpu_identity,
+    parse_cpuinfo,
+)
 
 ZEN3 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -17,6 +24,19 @@ flags\t\t: fpu avx avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
 """
 ZEN4 = """model name\t: AMD EPYC 9B14
 flags\t\t: avx avx2 avx512f avx512_bf16 avx512_vnni
+"""
+# A cloud VM's Zen 5 as it reads there: the model name alone does not tell it from a Zen 4.
+ZEN5_VM = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+flags\t\t: avx avx2 avx512f avx512_bf16
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
 """
 
 
@@ -77,3 +97,24 @@ def test_native_bf16_needs_the_instructions_and_no_cap_below_them():
     assert not cpu_info(SAPPHIRE, environ=capped).native_bf16
     assert not cpu_info(ZEN4, environ={"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}).native_bf16
     assert not cpu_info(ZEN4, environ={"ATEN_CPU_CAPABILITY": "avx2"}).native_bf16
+
+
+def test_family_and_model_name_the_core_where_the_model_name_does_not():
+    assert parse_cpu_identity(ZEN5_VM) == ("AuthenticAMD", 26, 2)  # the first processor's
+    info = cpu_info(ZEN5_VM, environ={})
+    assert (info.family, info.model_number, info.core) == (26, 2, "Zen 5")
+    assert describe(info).startswith("AMD EPYC (Zen 5), ")
+    record = hardware_record(info)
+    assert record["core"] == "Zen 5" and record["family"] == 26 and record["model_number"] == 2
+    # The families these machines come in; unknown ones say their numbers instead.
+    assert core_name("AuthenticAMD", 25, 0x01) == "Zen 3"  # Milan
+    assert core_name("AuthenticAMD", 25, 0x11) == "Zen 4"  # Genoa
+    assert core_name("AuthenticAMD", 25, 0xA0) == "Zen 4"  # Bergamo
+    assert core_name("GenuineIntel", 6, 0x8F) == "Sapphire Rapids"
+    assert core_name("GenuineIntel", 6, 0x8F + 1) is None
+    assert core_name("AuthenticAMD", None, 2) is None
+    unknown = cpu_info(ZEN5_VM.replace("cpu family\t: 26", "cpu family\t: 99"), environ={})
+    assert unknown.core is None and describe(unknown).startswith("AMD EPYC (family 99 model 2), ")
+    # No identity lines (the fakes above, non-Linux): nothing invented.
+    bare = cpu_info(ZEN3, environ={})
+    assert (bare.family, bare.model_number, bare.core) == (None, None, None)

@@ -5,7 +5,10 @@ vs AVX2 float32 kernels), so every run prints :func:`describe` at its start and 
 :func:`hardware_record` in ``summary.json``: a figure always says where it came from.
 
 The flags are read from ``/proc/cpuinfo`` (Linux); elsewhere the model comes from
-``platform.processor()`` and the flags are unknown (empty). ``ONEDNN_MAX_CPU_ISA`` and
+``platform.processor()`` and the flags are unknown (empty). A cloud VM often names its CPU only
+"AMD EPYC" (a Zen 3, a Zen 4 and a Zen 5 all read so, at 2-3x apart in learner speed), so the
+vendor's family and model numbers are recorded too, with the core's name where
+:func:`core_name` knows it. ``ONEDNN_MAX_CPU_ISA`` and
 ``ATEN_CPU_CAPABILITY`` cap the ISA torch's kernels use (e.g. ``AVX2`` on an AMX machine, to
 measure the AVX2 case): they are recorded too, as is the capability torch reports.
 """
@@ -18,7 +21,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CPUInfo", "cpu_count", "cpu_info", "describe", "hardware_record", "parse_cpuinfo"]
+__all__ = [
+    "CPUInfo",
+    "core_name",
+    "cpu_count",
+    "cpu_info",
+    "describe",
+    "hardware_record",
+    "parse_cpu_identity",
+    "parse_cpuinfo",
+]
 
 # The flags that matter for the learner, as /proc/cpuinfo spells them.
 _FLAGS = {
@@ -36,6 +48,14 @@ class CPUInfo:
 
     model: str
     """Model name, e.g. "AMD EPYC 7B13" or "Intel(R) Xeon(R) Platinum 8481C"."""
+    family: int | None
+    """The vendor's CPU family number (``cpu family``; AMD 25 = Zen 3/4, 26 = Zen 5); None where
+    unknown."""
+    model_number: int | None
+    """The vendor's model number within the family (``model``); None where unknown."""
+    core: str | None
+    """The core's name from vendor, family and model (:func:`core_name`), e.g. "Zen 5"; None
+    where the table does not know it."""
     amx: bool
     """AMX tiles (Sapphire Rapids and later): bf16 convolutions several times faster."""
     amx_bf16: bool
@@ -80,6 +100,58 @@ def parse_cpuinfo(text: str) -> tuple[str, set[str]]:
     return model, flags
 
 
+def parse_cpu_identity(text: str) -> tuple[str, int | None, int | None]:
+    """``(vendor_id, cpu family, model)`` of the first processor in a ``/proc/cpuinfo`` text."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("vendor_id", "cpu family", "model") and key not in found:
+            found[key] = value.strip()
+        if len(found) == 3:
+            break
+
+    def number(key: str) -> int | None:
+        try:
+            return int(found[key])
+        except (KeyError, ValueError):
+            return None
+
+    return found.get("vendor_id", ""), number("cpu family"), number("model")
+
+
+# (vendor, family, model range) -> core name: the server and desktop cores of the families these
+# machines come in. Ranges from the vendors' model numbering (AMD family 19h: Zen 3 at models
+# 00-0Fh, 20-5Fh; Zen 4 at 10-1Fh, 60-7Fh, A0-AFh; family 1Ah: Zen 5).
+_CORES: tuple[tuple[str, int, range, str], ...] = (
+    ("AuthenticAMD", 23, range(0x00, 0x30), "Zen/Zen+"),
+    ("AuthenticAMD", 23, range(0x30, 0x100), "Zen 2"),
+    ("AuthenticAMD", 25, range(0x00, 0x10), "Zen 3"),
+    ("AuthenticAMD", 25, range(0x10, 0x20), "Zen 4"),
+    ("AuthenticAMD", 25, range(0x20, 0x60), "Zen 3"),
+    ("AuthenticAMD", 25, range(0x60, 0x80), "Zen 4"),
+    ("AuthenticAMD", 25, range(0xA0, 0xB0), "Zen 4"),
+    ("AuthenticAMD", 26, range(0x00, 0x100), "Zen 5"),
+    ("GenuineIntel", 6, range(0x55, 0x56), "Skylake/Cascade Lake/Cooper Lake"),
+    ("GenuineIntel", 6, range(0x6A, 0x6B), "Ice Lake"),
+    ("GenuineIntel", 6, range(0x6C, 0x6D), "Ice Lake"),
+    ("GenuineIntel", 6, range(0x8F, 0x90), "Sapphire Rapids"),
+    ("GenuineIntel", 6, range(0xCF, 0xD0), "Emerald Rapids"),
+    ("GenuineIntel", 6, range(0xAD, 0xAF), "Granite Rapids"),
+)
+
+
+def core_name(vendor: str, family: int | None, model: int | None) -> str | None:
+    """The core's name for a ``vendor_id``, family and model (e.g. AuthenticAMD 26 2 ->
+    "Zen 5"); None where the table above does not list it."""
+    if family is None or model is None:
+        return None
+    for v, f, models, name in _CORES:
+        if v == vendor and f == family and model in models:
+            return name
+    return None
+
+
 def cpu_count() -> int:
     """CPUs this process may run on (its affinity mask where the OS has one)."""
     try:
@@ -118,10 +190,14 @@ def cpu_info(cpuinfo_text: str | None = None, environ: dict[str, str] | None = N
         except OSError:
             cpuinfo_text = ""
     model, flags = parse_cpuinfo(cpuinfo_text)
+    vendor, family, model_number = parse_cpu_identity(cpuinfo_text)
     environ = os.environ if environ is None else environ
     have = {name: flag in flags for name, flag in _FLAGS.items()}
     return CPUInfo(
         model=model or platform.processor() or "unknown CPU",
+        family=family,
+        model_number=model_number,
+        core=core_name(vendor, family, model_number),
         **have,
         cores=cpu_count(),
         isa_limit=_isa_limit(environ),
@@ -139,11 +215,18 @@ def _torch_capability() -> str | None:
 
 
 def describe(info: CPUInfo | None = None) -> str:
-    """One line: ``AMD EPYC 7B13, 2 cores, avx2 (no avx512, no amx)[, capped: ...]``."""
+    """One line: ``AMD EPYC (Zen 5), 2 cores, avx512 avx512_bf16 avx2 (no amx)[; kernels
+    capped: ...]``; the core in brackets where known, else ``family F model M`` where the
+    numbers are known."""
     info = info or cpu_info()
     have = [n for n in ("amx", "avx512", "avx512_bf16", "avx2") if getattr(info, n)]
     lack = [n for n in ("amx", "avx512") if not getattr(info, n)]
-    text = f"{info.model}, {info.cores} cores, {' '.join(have) or 'no avx2'}"
+    name = info.model
+    if info.core:
+        name += f" ({info.core})"
+    elif info.family is not None and info.model_number is not None:
+        name += f" (family {info.family} model {info.model_number})"
+    text = f"{name}, {info.cores} cores, {' '.join(have) or 'no avx2'}"
     if lack:
         text += f" (no {', no '.join(lack)})"
     if info.isa_limit:
