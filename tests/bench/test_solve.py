@@ -4,6 +4,7 @@ gathered into solve.json / solve.md / solve.png; failures reported, never lost o
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +73,55 @@ def test_a_kept_seed_that_solved_after_the_budget_is_not_solved(tmp_path, monkey
     assert r["kept"] and r["solved"] is False and r["stop_reason"] == "solved after 10 min"
     r = solve.kept_seed(dataclasses.replace(b, max_minutes=20.0), 1, [], tmp_path)
     assert r["solved"] is True and r["seconds_to_solve"] == 900
+
+
+def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, monkeypatch, capsys):
+    """A signal to the trainer alone (it checkpoints, writes an "interrupted" summary and exits
+    0) stops the bench there, as Ctrl-C does, instead of starting the next seed; the same
+    command then resumes that seed from its checkpoint and goes on."""
+    import rapidrl.bench.solve as solve
+
+    b = BenchSolveConfig(seeds="1,2", max_minutes=5.0, out_dir=str(tmp_path))
+    launched: list[list[str]] = []
+
+    def trainer(stop_reason):
+        def fake_run_training(cmd, log_path, limit_seconds):
+            launched.append(list(cmd))
+            flag = "--resume" if "--resume" in cmd else "--run-dir"
+            run_dir = Path(cmd[cmd.index(flag) + 1])
+            (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (run_dir / "checkpoints" / "ckpt-000000001000.pt").write_bytes(b"x")
+            summary = {"stop_reason": stop_reason, "solved": False, "frames": 1000}
+            (run_dir / "summary.json").write_text(json.dumps(summary))
+            with open(log_path, "a") as log:
+                log.write("trained\n")
+            return 0, 1.0
+
+        return fake_run_training
+
+    monkeypatch.setattr(solve, "run_training", trainer("interrupted"))
+    result = bench_solve(b)
+    assert len(launched) == 1  # seed 2 never started
+    (run,) = result["runs"]
+    assert run["seed"] == 1 and run["interrupted"] and run["failed"].startswith("interrupted")
+    assert "seed 1: stopped (interrupted" in capsys.readouterr().out
+    assert json.loads((tmp_path / "seed-1.json").read_text())["interrupted"] is True
+
+    # The same command again: seed 1 resumes from its checkpoint (its own config.json), then
+    # seed 2 starts afresh; both records carry the recipe's command, not the resume line.
+    monkeypatch.setattr(solve, "run_training", trainer("max_minutes"))
+    result = bench_solve(b)
+    resumed, fresh = launched[1:]
+    assert resumed[resumed.index("--resume") + 1] == str(tmp_path / "seed-1")
+    assert "--preset" not in resumed and resumed[resumed.index("--max-minutes") + 1] == "5.0"
+    assert "--resume" not in fresh and fresh[fresh.index("--seed") + 1] == "2"
+    assert "resuming from its checkpoint" in capsys.readouterr().out
+    assert [r.get("interrupted", False) for r in result["runs"]] == [False, False]
+    assert "--preset" in result["runs"][0]["command"]
+    assert (tmp_path / "seed-1.log").read_text() == "trained\n" * 2  # appended to, not replaced
+    # Finished now: a third time keeps both, runs nothing.
+    bench_solve(b)
+    assert len(launched) == 3
 
 
 def test_a_failing_run_is_reported_with_its_log(tmp_path):

@@ -22,6 +22,12 @@ Run again with the same ``--out-dir`` (e.g. after a stop, or with more seeds), a
 earlier bench finished with the same recipe (the trainer command but for its run dir and
 budget) is kept, not re-run; one that ran another recipe or did not finish is refused before
 anything runs. A kept seed that solved after this bench's budget counts as not solved.
+
+A seed whose trainer was stopped from outside (Ctrl-C, or a signal to the trainer alone: it
+checkpoints, writes an "interrupted" summary and exits 0) stops the bench there, as Ctrl-C does,
+instead of going on to the next seed; its record says ``interrupted`` and the same command
+resumes it from its checkpoint (the run's clock survives resume, so its minutes to solve count
+training time only).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 from collections.abc import Sequence
@@ -135,15 +142,17 @@ def kept_seed(
     b: BenchSolveConfig, seed: int, extra: Sequence[str], out_dir: Path
 ) -> dict[str, Any] | None:
     """The record of ``seed`` when an earlier bench finished it with the same recipe (a stopped
-    bench goes on where it left off), None when it has not started. Anything else in its place
-    is refused: a bench never mixes a new run with an old one."""
+    bench goes on where it left off); None when it is to run: not started, or stopped from
+    outside with the same recipe (it resumes). Anything else in its place is refused: a bench
+    never mixes a new run with an old one."""
     run_dir, saved = out_dir / f"seed-{seed}", out_dir / f"seed-{seed}.json"
     if not run_dir.exists() or not any(run_dir.iterdir()):
         return None
     try:
-        old = json.loads(saved.read_text())["command"]
+        earlier = json.loads(saved.read_text())
+        old = earlier["command"]
     except (OSError, ValueError, KeyError, TypeError):
-        old = None
+        earlier, old = {}, None
     why = None
     if old is None and (out_dir / f"seed-{seed}.log").exists():
         why = f"did not finish (no {saved.name}; its log: seed-{seed}.log)"
@@ -151,6 +160,8 @@ def kept_seed(
         why = f"has no {saved.name} (not a bench solve run)"
     elif _same_recipe(old) != _same_recipe(train_command(b, seed, run_dir, extra)):
         why = f"ran another recipe ({' '.join(_same_recipe(old)[3:])})"
+    elif earlier.get("interrupted") and run_state(run_dir) != "done":
+        return None  # stopped from outside: run_seed goes on from its checkpoint
     elif run_state(run_dir) != "done":
         why = "did not finish (the bench was stopped during it)"
     if why:
@@ -170,26 +181,53 @@ def run_seed(
     b: BenchSolveConfig, seed: int, extra: Sequence[str] = (), out_dir: Path | None = None
 ) -> dict[str, Any]:
     """Train one seed in a child process (time limit: budget + grace) and return its record:
-    the summary's numbers, or ``failed`` with the reason and the log's tail. A seed an earlier
-    bench finished with the same recipe is kept (:func:`kept_seed`)."""
+    the summary's numbers, or ``failed`` with the reason and the log's tail (``interrupted``
+    too when its trainer was stopped from outside). A seed an earlier bench finished with the
+    same recipe is kept (:func:`kept_seed`); one stopped from outside resumes."""
     out_dir = Path(out_dir or b.out_dir)
     kept = kept_seed(b, seed, extra, out_dir)
     if kept is not None:
         return kept
     run_dir = out_dir / f"seed-{seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = train_command(b, seed, run_dir, extra)
+    cmd = train_command(b, seed, run_dir, extra)  # the recipe, recorded whether fresh or resumed
     log_path = out_dir / f"seed-{seed}.log"
+    if run_state(run_dir) == "resume":  # the run's own config.json gives everything else
+        budget = ["--max-minutes", str(b.max_minutes), "--no-progress"]
+        if b.max_frames is not None:
+            budget += ["--max-frames", str(b.max_frames)]
+        launch = trainer_argv(b.algo, "--resume", str(run_dir), *budget)
+    else:
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # stopped from outside before its first checkpoint
+        launch = cmd
+        log_path.unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     limit = 60.0 * (b.max_minutes + b.grace_minutes) + 120.0  # + start-up
-    log_path.unlink(missing_ok=True)
-    rc, wall = run_training(cmd, log_path, limit)
+    try:
+        rc, wall = run_training(launch, log_path, limit)
+    except KeyboardInterrupt:  # Ctrl-C: the trainer had a minute to checkpoint
+        if (read_summary(run_dir) or {}).get("stop_reason") == "interrupted":
+            _save_interrupted(seed_record(seed, run_dir, cmd, None), out_dir)
+        raise
     record = seed_record(seed, run_dir, cmd, wall)
+    if rc == 0 and record.get("stop_reason") == "interrupted":
+        return _save_interrupted(record, out_dir)
     if rc != 0 or "failed" in record:
         tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
         why = "killed after the time limit" if rc is None else f"exit code {rc}"
         record.update(failed=why if rc != 0 else record["failed"], log_tail=tail)
         return record
     (out_dir / f"seed-{seed}.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return record
+
+
+def _save_interrupted(record: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Record a seed whose trainer was stopped from outside (it checkpointed and exited 0): not
+    a failure of the recipe; the saved record lets the same command resume it."""
+    why = "interrupted: checkpoint kept, the same command goes on from it"
+    record = {**record, "failed": why, "interrupted": True}
+    path = out_dir / f"seed-{record['seed']}.json"
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     return record
 
 
@@ -372,9 +410,17 @@ def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[s
     records = []
     for seed in b.seed_list():
         if kept[seed] is None:
-            print(f"  seed {seed}: up to {b.max_minutes:g} min ...", flush=True)
+            again = (
+                " (resuming from its checkpoint)"
+                if run_state(out / f"seed-{seed}") == "resume"
+                else ""
+            )
+            print(f"  seed {seed}: up to {b.max_minutes:g} min{again} ...", flush=True)
         r = kept[seed] or run_seed(b, seed, extra, out)
         records.append(r)
+        if r.get("interrupted"):  # stopped from outside: so is the bench, as with Ctrl-C
+            print(f"  seed {seed}: stopped ({r['failed']}); the bench stops here", flush=True)
+            break
         if "failed" in r:
             print(f"  seed {seed}: FAILED ({r['failed']}); log {out / f'seed-{seed}.log'}")
         else:
