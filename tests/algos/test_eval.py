@@ -82,6 +82,13 @@ def test_eval_pong_plays_full_games_with_rgb_video(tmp_path, monkeypatch):
     cap.release()
 
 
+def test_sample_is_for_stochastic_policies(cartpole_run):
+    with pytest.raises(ConfigError, match="a dqn run acts greedily on its values: drop --sample"):
+        evaluate(EvalConfig(str(cartpole_run), episodes=1, sample=True))
+    with pytest.raises(ConfigError, match="--sample draws actions from the policy and --epsilon"):
+        evaluate(EvalConfig(str(cartpole_run), episodes=1, sample=True, epsilon=0.1))
+
+
 def test_cli_eval(cartpole_run, capsys):
     assert cli.main(["eval", str(cartpole_run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out

@@ -531,6 +531,8 @@ def test_cli_train_resume_eval(tmp_path, capsys):
     assert saved["clip"] == 0.2 and saved["max_frames"] == 256  # the cartpole preset, resumed
     assert cli.main(["eval", run, "--episodes", "2"]) == 0
     assert "ppo CartPole-v1" in capsys.readouterr().out
+    assert cli.main(["eval", run, "--episodes", "2", "--sample"]) == 0
+    assert "(actions sampled from the policy)" in capsys.readouterr().out
     lstm = str(tmp_path / "l")
     argv = ["train", "ppo-lstm", *common, "--env", CARTPOLE_NO_VEL, "--lstm-hidden", "16"]
     assert cli.main([*argv, "--max-frames", "128", "--run-dir", lstm]) == 0
@@ -545,6 +547,32 @@ def test_cli_train_resume_eval(tmp_path, capsys):
     )
     assert out.returncode == 0, out.stderr
     assert f"ppo {CARTPOLE_NO_VEL}" in out.stdout and "mean score" in out.stdout
+
+
+def test_eval_policy_samples_as_in_training_or_takes_the_argmax(tmp_path):
+    """``rapidrl eval --sample``: actions drawn from the policy (reproducibly, by the eval's
+    seed), as the training curve's games were played; without it the argmax."""
+    from rapidrl.algos.ppo.train import RecurrentPolicy, eval_policy
+
+    run = tmp_path / "c"
+    cfg = dataclasses.replace(PRESETS["cartpole"], max_frames=512, run_dir=str(run), **QUIET)
+    train(cfg)
+    config = json.loads((run / "config.json").read_text())
+    ckpt = load_latest(run, read_only=True)
+    obs = np.zeros((256, 4), np.float32)  # one observation, 256 times
+    greedy, _, _ = eval_policy(config, ckpt)
+    assert len(set(greedy(obs).tolist())) == 1
+    sampled, _, _ = eval_policy(config, ckpt, sample=True, seed=3)
+    drawn = sampled(obs)
+    assert set(drawn.tolist()) == {0, 1}  # a barely trained policy: both actions drawn
+    again, _, _ = eval_policy(config, ckpt, sample=True, seed=3)
+    assert np.array_equal(again(obs), drawn)
+    # The LSTM policy alike.
+    net = RecurrentActorCritic((2,), 2, hidden_size=8)
+    many = np.ones((256, 2), np.float32)
+    assert len(set(RecurrentPolicy(net, "cpu")(many).tolist())) == 1
+    gen = torch.Generator().manual_seed(0)
+    assert set(RecurrentPolicy(net, "cpu", gen)(many).tolist()) == {0, 1}
 
 
 def test_recurrent_eval_policy_keeps_and_resets_its_state(tmp_path):

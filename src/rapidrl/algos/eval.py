@@ -7,6 +7,10 @@ checkpoint's), and a *policy loader* registered for it builds the policy::
         -> (act, env_id, env_options)      # act(obs [B, *obs_shape]) -> actions [B], greedy;
                                            # an optional act.reset() is called per episode
 
+A loader of a stochastic policy (PPO) also takes ``sample: bool, seed: int``: with ``sample``
+its ``act`` draws each action from the policy's distribution, as in training (``--sample``):
+the training curve's scores are those of the sampled policy, a greedy eval may score more.
+
 ``register_policy_loader("ppo", "rapidrl.algos.ppo.train:eval_policy")`` (a callable or a lazy
 ``"module:function"`` path) adds an algorithm. Evaluation plays full games: ``episodic_life`` is
 switched off and rewards are unclipped (the real score), on one env built with ``make_env``; the
@@ -18,6 +22,7 @@ RGB frames (``render_mode="rgb_array"``) with ``cv2.VideoWriter``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import math
 import sys
@@ -69,8 +74,9 @@ def _loader(algo: str) -> Callable:
 @dataclass(frozen=True)
 class EvalConfig:
     """Play a trained agent from a run directory's newest checkpoint (any algorithm with a
-    registered policy loader): full games (episodic_life off, unclipped scores), greedy or
-    epsilon-greedy; print the mean and std of the scores; optionally record an mp4."""
+    registered policy loader): full games (episodic_life off, unclipped scores), greedy,
+    epsilon-greedy or (policy-gradient runs) sampled; print the mean and std of the scores;
+    optionally record an mp4."""
 
     run_dir: tyro.conf.Positional[str]
     """The run directory (holds config.json and checkpoints/)."""
@@ -78,8 +84,13 @@ class EvalConfig:
     """Full games to play (episodic_life off, real unclipped scores)."""
     epsilon: float = 0.0
     """Probability of a random action per step (0: greedy; 0.01 is a common Atari choice)."""
+    sample: bool = False
+    """Draw each action from the policy's distribution, as PPO acts in training, instead of
+    its argmax (policy-gradient runs: ppo, ppo-lstm). The training curve's scores are the
+    sampled policy's; the greedy one may score more."""
     seed: int = 10_000
-    """Episode i is reset with seed + i (kept away from training seeds)."""
+    """Episode i is reset with seed + i (kept away from training seeds); also seeds --sample's
+    draws."""
     video: str | None = None
     """Write an mp4 of the first video_episodes episodes here."""
     video_episodes: int = 1
@@ -102,6 +113,11 @@ class EvalConfig:
             raise ConfigError(f"--video-episodes must be >= 1, got {self.video_episodes}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"--max-steps must be >= 1 or None, got {self.max_steps}")
+        if self.sample and self.epsilon > 0:
+            raise ConfigError(
+                "--sample draws actions from the policy and --epsilon mixes random actions into "
+                "its greedy ones: pass one of them"
+            )
 
 
 def _run_algo(run_dir: Path, ckpt) -> tuple[str, dict[str, Any]]:
@@ -169,8 +185,18 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         raise ConfigError(str(exc)) from exc
     algo, config = _run_algo(run_dir, ckpt)
     loader = _loader(algo)
+    sampling: dict[str, Any] = {}
+    if cfg.sample:
+        if "sample" not in inspect.signature(loader).parameters:
+            raise ConfigError(
+                f"--sample draws actions from a stochastic policy; a {algo} run acts greedily "
+                "on its values: drop --sample (--epsilon adds random actions instead)"
+            )
+        sampling = {"sample": True, "seed": cfg.seed}
     try:
-        act, env_id, options = loader({k: v for k, v in config.items()}, ckpt, device=cfg.device)
+        act, env_id, options = loader(
+            {k: v for k, v in config.items()}, ckpt, device=cfg.device, **sampling
+        )
     except CheckpointError as exc:  # the weights do not fit the network this config builds
         raise ConfigError(f"{exc}{_config_drift(ckpt, config)}") from exc
 
@@ -231,6 +257,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         "frames": ckpt.frames,
         "episodes": cfg.episodes,
         "epsilon": cfg.epsilon,
+        "sample": cfg.sample,
         "scores": scores,
         "lengths": lengths,
         "mean": float(np.mean(scores)),
@@ -263,7 +290,7 @@ def _write_frame(writer, frame: np.ndarray | None, path: str, fps: float):
 
 
 def main(argv: Sequence[str]) -> int:
-    """``rapidrl eval RUN_DIR [--episodes 10] [--video out.mp4] [--epsilon 0.01] ...``"""
+    """``rapidrl eval RUN_DIR [--episodes 10] [--video out.mp4] [--epsilon 0.01 | --sample]``"""
     cfg = tyro.cli(EvalConfig, args=list(argv), prog="rapidrl eval")
     cfg.validate()
     r = evaluate(cfg)
@@ -271,7 +298,9 @@ def main(argv: Sequence[str]) -> int:
     print(
         f"{r['algo']} {r['env']} ({r['checkpoint']}, {r['frames']:,} frames): "
         f"mean score {r['mean']:.2f} +- {std:.2f} over {r['episodes']} episodes "
-        f"(min {r['min']:g}, max {r['max']:g})" + (f"; video {r['video']}" if r["video"] else ""),
+        + ("(actions sampled from the policy) " if r["sample"] else "")
+        + f"(min {r['min']:g}, max {r['max']:g})"
+        + (f"; video {r['video']}" if r["video"] else ""),
         file=sys.stdout,
     )
     return 0

@@ -348,11 +348,13 @@ class Rollout:
 # Evaluation: the PPO policy loader of ``rapidrl eval``
 # --------------------------------------------------------------------------------------------
 class RecurrentPolicy:
-    """Greedy PPO-LSTM policy for one stream of observations: keeps the LSTM state between
-    calls. ``reset()`` starts a new episode (zero state)."""
+    """PPO-LSTM policy for one stream of observations, greedy or (``generator`` given) sampled:
+    keeps the LSTM state between calls. ``reset()`` starts a new episode (zero state)."""
 
-    def __init__(self, net: RecurrentActorCritic, device: str):
-        self.net, self.device = net, device
+    def __init__(
+        self, net: RecurrentActorCritic, device: str, generator: torch.Generator | None = None
+    ):
+        self.net, self.device, self.generator = net, device, generator
         self.state = None
         self.new_episode = True
 
@@ -367,13 +369,24 @@ class RecurrentPolicy:
             self.state = self.net.initial_state(n, self.device)
         start = torch.full((n,), self.new_episode, dtype=torch.bool, device=self.device)
         with torch.no_grad():
-            out = self.net.act(obs_t, self.state, None, start, deterministic=True)
+            out = self.net.act(
+                obs_t,
+                self.state,
+                None,
+                start,
+                deterministic=self.generator is None,
+                generator=self.generator,
+            )
         self.state, self.new_episode = out.state, False
         return out.action.cpu().numpy()
 
 
-def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
-    """``rapidrl eval`` loader: the greedy (argmax) policy of a PPO or PPO-LSTM checkpoint.
+def eval_policy(
+    config: dict[str, Any], ckpt, device: str = "cpu", sample: bool = False, seed: int = 0
+):
+    """``rapidrl eval`` loader: the greedy (argmax) policy of a PPO or PPO-LSTM checkpoint, or
+    with ``sample`` the policy as it acts in training (actions drawn from its distribution by a
+    generator seeded with ``seed``).
 
     Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``. For the
     LSTM ``act`` is a :class:`RecurrentPolicy` that carries its state from call to call; call
@@ -384,13 +397,18 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
     net = make_policy(cfg, env.obs_shape, env.n_actions, device).to(device)
     ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
     net.eval()
+    generator = torch.Generator(device).manual_seed(seed) if sample else None
     if cfg.recurrent:
-        return RecurrentPolicy(net, device), cfg.env, env.options
+        return RecurrentPolicy(net, device, generator), cfg.env, env.options
 
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            logits, _ = net(torch.as_tensor(np.asarray(obs), device=device))
-        return logits.argmax(-1).cpu().numpy()
+            out = net.act(
+                torch.as_tensor(np.asarray(obs), device=device),
+                deterministic=not sample,
+                generator=generator,
+            )
+        return out.action.cpu().numpy()
 
     return act, cfg.env, env.options
 
