@@ -85,31 +85,28 @@ class CPUInfo:
         return "other"
 
 
-def parse_cpuinfo(text: str) -> tuple[str, set[str]]:
-    """``(model name, flags)`` of the first processor in a ``/proc/cpuinfo`` text."""
-    model, flags = "", set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key == "flags" and not flags:
-            flags = set(value.split())
-        if model and flags:
-            break
-    return model, flags
-
-
-def parse_cpu_identity(text: str) -> tuple[str, int | None, int | None]:
-    """``(vendor_id, cpu family, model)`` of the first processor in a ``/proc/cpuinfo`` text."""
+def _first_processor(text: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The first value of each of ``keys`` in a ``/proc/cpuinfo`` text (the first processor's)."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
-        if key in ("vendor_id", "cpu family", "model") and key not in found:
+        if key in keys and key not in found:
             found[key] = value.strip()
-        if len(found) == 3:
-            break
+            if len(found) == len(keys):
+                break
+    return found
+
+
+def parse_cpuinfo(text: str) -> tuple[str, set[str]]:
+    """``(model name, flags)`` of the first processor in a ``/proc/cpuinfo`` text."""
+    found = _first_processor(text, ("model name", "flags"))
+    return found.get("model name", ""), set(found.get("flags", "").split())
+
+
+def parse_cpu_identity(text: str) -> tuple[str, int | None, int | None]:
+    """``(vendor_id, cpu family, model)`` of the first processor in a ``/proc/cpuinfo`` text."""
+    found = _first_processor(text, ("vendor_id", "cpu family", "model"))
 
     def number(key: str) -> int | None:
         try:

@@ -48,6 +48,7 @@ from rapidrl.bench.runner import (
     run_state,
     run_training,
     split_extra,
+    stopped_from_outside,
     trainer_argv,
 )
 from rapidrl.config import ConfigError
@@ -316,7 +317,7 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
         limit = None if b.max_minutes is None else 60.0 * (b.max_minutes + b.grace_minutes) + 120
         log = run_dir.parent / f"seed-{spec.seed}.log"
         rc, _ = run_training(cmd, log, limit if limit is not None else 10 * 24 * 3600.0)
-        if rc == 0 and (read_summary(run_dir) or {}).get("stop_reason") == "interrupted":
+        if rc == 0 and stopped_from_outside(run_dir):
             # A signal stopped the trainer alone (kill -INT PID, a scheduler's SIGTERM): it
             # checkpointed and exited 0. Not a failure of the run: the suite stops here.
             why = "interrupted: checkpoint kept, the same command goes on from it"

@@ -19,6 +19,7 @@ __all__ = [
     "read_summary",
     "run_state",
     "run_training",
+    "stopped_from_outside",
     "split_extra",
     "trainer_argv",
 ]
@@ -92,6 +93,13 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return json.loads((Path(run_dir) / "summary.json").read_text())
     except (OSError, ValueError):
         return None
+
+
+def stopped_from_outside(run_dir: Path) -> bool:
+    """The run's trainer was stopped by a signal (Ctrl-C, or one sent to it alone): it
+    checkpointed, wrote an ``interrupted`` summary and exited 0. Not a failure: the benches stop
+    there and the same command resumes it."""
+    return (read_summary(run_dir) or {}).get("stop_reason") == "interrupted"
 
 
 def run_state(run_dir: Path) -> str:

@@ -49,6 +49,7 @@ from rapidrl.bench.runner import (
     run_state,
     run_training,
     split_extra,
+    stopped_from_outside,
     trainer_argv,
 )
 from rapidrl.config import ConfigError
@@ -206,11 +207,11 @@ def run_seed(
     try:
         rc, wall = run_training(launch, log_path, limit)
     except KeyboardInterrupt:  # Ctrl-C: the trainer had a minute to checkpoint
-        if (read_summary(run_dir) or {}).get("stop_reason") == "interrupted":
+        if stopped_from_outside(run_dir):
             _save_interrupted(seed_record(seed, run_dir, cmd, None), out_dir)
         raise
     record = seed_record(seed, run_dir, cmd, wall)
-    if rc == 0 and record.get("stop_reason") == "interrupted":
+    if rc == 0 and stopped_from_outside(run_dir):
         return _save_interrupted(record, out_dir)
     if rc != 0 or "failed" in record:
         tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
