@@ -27,10 +27,16 @@ CASES = [("nature", 84), ("nature", 64), ("small", 42)]
 
 
 def measure(
-    kind: str, size: int, batch: int, repeats: int, bf16: bool, channels_last: bool = True
+    kind: str,
+    size: int,
+    batch: int,
+    repeats: int,
+    bf16: bool,
+    channels_last: bool = True,
+    layer_norm: bool = False,
 ) -> tuple[float, float]:
     torch.manual_seed(0)
-    torso = make_torso((4, size, size), kind=kind)
+    torso = make_torso((4, size, size), kind=kind, layer_norm=layer_norm)
     if channels_last:
         use_channels_last(torso)
     use_precision(torso, torch.bfloat16 if bf16 else None)
@@ -79,6 +85,9 @@ def main() -> None:
     )
     p.add_argument("--rounds", type=int, default=1, help="alternations of the layouts")
     p.add_argument(
+        "--layer-norm", action="store_true", help="a LayerNorm after every layer (PQN's torso)"
+    )
+    p.add_argument(
         "--cases",
         default=",".join(f"{k}:{s}" for k, s in CASES),
         help="torso:size pairs, e.g. nature:84,nature:64,small:42",
@@ -96,7 +105,7 @@ def main() -> None:
             got: dict[bool, list[tuple[float, float]]] = {cl: [] for cl in layouts}
             for _ in range(a.rounds):
                 for cl in layouts:
-                    got[cl].append(measure(kind, size, a.batch, a.repeats, bf16, cl))
+                    got[cl].append(measure(kind, size, a.batch, a.repeats, bf16, cl, a.layer_norm))
             med = {
                 cl: (statistics.median(u for u, _ in v), statistics.median(m for _, m in v))
                 for cl, v in got.items()

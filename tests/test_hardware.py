@@ -99,18 +99,6 @@ def test_native_bf16_needs_the_instructions_and_no_cap_below_them():
     assert not cpu_info(ZEN4, environ={"ATEN_CPU_CAPABILITY": "avx2"}).native_bf16
 
 
-def test_avx512_kernels_need_avx512_and_no_cap_below_it():
-    # Where False, channels_last="auto" keeps the contiguous layout (faster there, measured).
-    assert cpu_info(SAPPHIRE, environ={}).avx512_kernels
-    assert cpu_info(ZEN4, environ={"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}).avx512_kernels
-    assert cpu_info(ZEN4, environ={"ATEN_CPU_CAPABILITY": "avx512"}).avx512_kernels
-    assert not cpu_info(ZEN3, environ={}).avx512_kernels
-    capped = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    assert not cpu_info(SAPPHIRE, environ=capped).avx512_kernels
-    assert not cpu_info(ZEN4, environ={"ONEDNN_MAX_CPU_ISA": "avx2"}).avx512_kernels
-    assert not cpu_info(ZEN4, environ={"ATEN_CPU_CAPABILITY": "avx2"}).avx512_kernels
-
-
 def test_family_and_model_name_the_core_where_the_model_name_does_not():
     assert parse_cpu_identity(ZEN5_VM) == ("AuthenticAMD", 26, 2)  # the first processor's
     info = cpu_info(ZEN5_VM, environ={})

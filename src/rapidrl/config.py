@@ -117,11 +117,6 @@ class TrainerConfig:
             f"--sticky-actions must be in [0, 1], got {self.sticky_actions}",
         )
         need(self.obs_size >= 8, f"--obs-size must be >= 8 pixels, got {self.obs_size}")
-        layout = getattr(self, "channels_last", False)
-        need(
-            isinstance(layout, bool) or layout == "auto",
-            f"--channels-last must be True, False or auto, got {layout!r}",
-        )
         need(
             self.max_minutes is None or self.max_minutes > 0,
             f"--max-minutes must be > 0 or None, got {self.max_minutes}",

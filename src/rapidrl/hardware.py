@@ -72,10 +72,6 @@ class CPUInfo:
     """bf16 matrix products in hardware and not capped away: AMX tiles or AVX-512 bf16 dot
     products. Where False, bf16 is emulated and slower than float32 (measured ~10x on a Zen 4
     capped to AVX2), so ``precision=auto`` keeps float32."""
-    avx512_kernels: bool = False
-    """AVX-512 and torch's kernels not capped below it: convolutions run 512-bit wide. Where
-    False (an AVX2-only CPU, or one capped to AVX2) ``channels_last="auto"`` keeps the
-    contiguous layout (:func:`rapidrl.nets.torso.resolve_channels_last`)."""
 
     @property
     def best_isa(self) -> str:
@@ -173,26 +169,14 @@ def _isa_limit(environ: dict[str, str] | os._Environ) -> str | None:
 # ONEDNN_MAX_CPU_ISA values that still let oneDNN use bf16 instructions (its ISA names, upper
 # case); anything else (SSE41, AVX, AVX2, AVX512_CORE, AVX512_CORE_VNNI, ...) stops below them.
 _ONEDNN_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX10", "ALL")
-# ... and those at or above AVX-512.
-_ONEDNN_AVX512_ISAS = ("AVX512", "AVX10", "ALL")
-
-
-def _kernels_allowed(environ: dict[str, str] | os._Environ, onednn_isas: tuple[str, ...]) -> bool:
-    """Whether neither ``ONEDNN_MAX_CPU_ISA`` (unless one of ``onednn_isas``) nor
-    ``ATEN_CPU_CAPABILITY`` (unless AVX-512) caps torch's kernels below AVX-512."""
-    onednn = environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
-    if onednn and onednn != "DEFAULT" and not onednn.startswith(onednn_isas):
-        return False
-    aten = environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-    return aten in ("", "default") or aten.startswith("avx512")
 
 
 def _bf16_allowed(environ: dict[str, str] | os._Environ) -> bool:
-    return _kernels_allowed(environ, _ONEDNN_BF16_ISAS)
-
-
-def _avx512_allowed(environ: dict[str, str] | os._Environ) -> bool:
-    return _kernels_allowed(environ, _ONEDNN_AVX512_ISAS)
+    onednn = environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if onednn and onednn != "DEFAULT" and not onednn.startswith(_ONEDNN_BF16_ISAS):
+        return False
+    aten = environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    return aten in ("", "default") or aten.startswith("avx512")
 
 
 def cpu_info(cpuinfo_text: str | None = None, environ: dict[str, str] | None = None) -> CPUInfo:
@@ -215,7 +199,6 @@ def cpu_info(cpuinfo_text: str | None = None, environ: dict[str, str] | None = N
         cores=cpu_count(),
         isa_limit=_isa_limit(environ),
         native_bf16=(have["amx_bf16"] or have["avx512_bf16"]) and _bf16_allowed(environ),
-        avx512_kernels=have["avx512"] and _avx512_allowed(environ),
     )
 
 

@@ -10,23 +10,16 @@ from rapidrl.algos.dqn.config import PRESETS as DQN_PRESETS
 from rapidrl.algos.dqn.learner import make_q_network
 from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
 from rapidrl.algos.ppo.learner import make_policy
-from rapidrl.algos.pqn.config import PRESETS as PQN_PRESETS
-from rapidrl.algos.pqn.learner import make_pqn_network
-from rapidrl.config import ConfigError
-from rapidrl.hardware import cpu_info
-from rapidrl.nets import torso as torso_module
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import (
     NatureCNN,
     SmallCNN,
     make_torso,
     native_bf16,
-    resolve_channels_last,
     resolve_precision,
     use_precision,
 )
 from rapidrl.train import list_checkpoints
-from rapidrl.train.loop import auto_choices
 
 
 def _obs(n: int = 8) -> torch.Tensor:
@@ -41,76 +34,6 @@ def test_resolve_precision():
     assert resolve_precision("auto", "cpu") is (torch.bfloat16 if native_bf16("cpu") else None)
     with pytest.raises(ValueError, match="fp32, bf16, auto"):
         resolve_precision("fp16", "cpu")
-
-
-AVX2_ONLY = "model name\t: AMD EPYC\nflags\t\t: avx avx2 fma\n"
-AVX512 = "model name\t: Intel(R) Xeon(R)\nflags\t\t: avx avx2 avx512f\n"
-
-
-def _fake_cpu(monkeypatch, cpuinfo: str, environ: dict[str, str] | None = None) -> None:
-    monkeypatch.setattr(torso_module, "cpu_info", lambda: cpu_info(cpuinfo, environ or {}))
-
-
-def test_resolve_channels_last(monkeypatch):
-    assert resolve_channels_last(True, "cpu") is True
-    assert resolve_channels_last(False, "cpu") is False
-    # auto: contiguous where the CPU's kernels stop at AVX2 (measured faster on a Zen 3), the
-    # channels-last layout with AVX-512 kernels and on a GPU.
-    _fake_cpu(monkeypatch, AVX2_ONLY)
-    assert resolve_channels_last("auto", "cpu") is False
-    assert resolve_channels_last("auto", "cuda") is True
-    _fake_cpu(monkeypatch, AVX512)
-    assert resolve_channels_last("auto", "cpu") is True
-    _fake_cpu(monkeypatch, AVX512, {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})
-    assert resolve_channels_last("auto", "cpu") is False
-    with pytest.raises(ValueError, match="true, false or 'auto'"):
-        resolve_channels_last("yes", "cpu")
-
-
-def test_the_start_line_says_what_auto_resolved_to(monkeypatch):
-    _fake_cpu(monkeypatch, AVX2_ONLY)
-    cfg = dataclasses.replace(PQN_PRESETS["fast"], precision="fp32", channels_last="auto")
-    assert auto_choices(cfg, "cpu") == "; channels_last auto = False"
-    assert auto_choices(dataclasses.replace(cfg, channels_last=True), "cpu") == ""
-    bf16 = "bf16" if native_bf16("cpu") else "fp32"
-    assert auto_choices(dataclasses.replace(cfg, precision="auto"), "cpu") == (
-        f"; precision auto = {bf16}; channels_last auto = False"
-    )
-
-
-@pytest.mark.parametrize("cpu, expected", [(AVX2_ONLY, False), (AVX512, True)])
-def test_channels_last_auto_decides_every_algorithms_layout(monkeypatch, cpu, expected):
-    """Each learner resolves "auto" on its device; the same weights give the same outputs in
-    either layout (the layout is speed only)."""
-    _fake_cpu(monkeypatch, cpu)
-    obs = _obs(4)
-
-    def conv_is_channels_last(net: torch.nn.Module) -> bool:
-        conv = next(m for m in net.modules() if isinstance(m, torch.nn.Conv2d))
-        return conv.weight.is_contiguous(memory_format=torch.channels_last)
-
-    for presets, build in (
-        (DQN_PRESETS, lambda cfg: make_q_network(cfg, (4, 84, 84), 6, "cpu")),
-        (PPO_PRESETS, lambda cfg: make_policy(cfg, (4, 84, 84), 6, "cpu")),
-        (PQN_PRESETS, lambda cfg: make_pqn_network(cfg, (4, 84, 84), 6, "cpu")),
-    ):
-        cfg = dataclasses.replace(presets["fast"], channels_last="auto", precision="fp32")
-        cfg.validate()
-        torch.manual_seed(0)
-        net = build(cfg)
-        assert conv_is_channels_last(net) is expected
-        torch.manual_seed(0)
-        other = build(dataclasses.replace(cfg, channels_last=not expected))
-        assert conv_is_channels_last(other) is not expected
-        other.load_state_dict(net.state_dict())
-        with torch.no_grad():
-            out, ref = net(obs), other(obs)
-        for a, b in zip(
-            out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)
-        ):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-        with pytest.raises(ConfigError, match="--channels-last must be True, False or auto"):
-            dataclasses.replace(cfg, channels_last="yes").validate()
 
 
 def test_bf16_torso_close_to_fp32_and_returns_float32():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 import torch
 from torch import nn
@@ -178,32 +177,13 @@ def _input_to_channels_last(module: nn.Module, args: tuple) -> tuple:
 
 
 def use_channels_last(torso: nn.Module) -> nn.Module:
-    """Run a conv torso in channels-last layout (faster oneDNN convolutions on CPUs with AVX-512;
-    measured ~1.4x on the Nature CNN on an AVX-512 Xeon). Weights are converted once; inputs on
-    every call."""
+    """Run a conv torso in channels-last layout (faster oneDNN convolutions on CPU: the Nature
+    CNN's training step ~1.4x on an AVX-512 Xeon, 1.2-1.4x on an AVX2-only Zen 3; not PQN's net,
+    whose LayerNorms between the convolutions made it slower there, see PQN's ``fast`` preset).
+    Weights are converted once; inputs on every call."""
     torso.to(memory_format=torch.channels_last)
     torso.register_forward_pre_hook(_input_to_channels_last)
     return torso
-
-
-ChannelsLast = bool | Literal["auto"]
-
-
-def resolve_channels_last(channels_last: ChannelsLast, device: torch.device | str) -> bool:
-    """A config's ``channels_last`` for a network on ``device``: True or False as given; "auto":
-    channels-last except on a CPU whose kernels stop at AVX2 (no AVX-512, or capped below it by
-    ``ONEDNN_MAX_CPU_ISA`` / ``ATEN_CPU_CAPABILITY``: :attr:`rapidrl.hardware.CPUInfo.
-    avx512_kernels`). There the contiguous layout was faster: on a 2-core AMD EPYC Zen 3 (AVX2,
-    float32) PQN `fast`'s training step (64x64 Nature CNN with LayerNorm, batch 128, 2 threads)
-    took 310-328 us per sample against 347-382 us channels-last, and acting on 32 observations
-    with one thread 5.3 ms against 8.5 ms (``scripts/torso_costs.py`` measures both layouts)."""
-    if channels_last is True or channels_last is False:
-        return channels_last
-    if channels_last != "auto":
-        raise ValueError(f"channels_last must be true, false or 'auto', got {channels_last!r}")
-    if torch.device(device).type != "cpu":
-        return True
-    return cpu_info().avx512_kernels
 
 
 Precision = str  # "fp32" | "bf16" | "auto"

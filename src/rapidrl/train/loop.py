@@ -29,7 +29,6 @@ import torch
 
 from rapidrl.config import ConfigError, parse_config
 from rapidrl.hardware import cpu_count, describe, hardware_record
-from rapidrl.nets.torso import resolve_channels_last, resolve_precision
 from rapidrl.train.metrics import EpisodeTracker, MetricsLogger, RunClock
 from rapidrl.train.plots import plot_learning_curve
 from rapidrl.train.progress import Progress, write_summary
@@ -324,8 +323,7 @@ class RunSession:
         self._start = (time.monotonic(), frames)
         self.clock.fps(frames)
         # Every figure says where it came from: the CPU (and its learner ISAs) at the start.
-        print(f"{self.algo} on {describe()}; device {self.device}{auto_choices(cfg, self.device)}",
-              file=sys.stderr)  # fmt: skip
+        print(f"{self.algo} on {describe()}; device {self.device}", file=sys.stderr)
 
     def should_stop(self, stop: Any, frames: int) -> bool:
         """Whether to stop now, at ``frames`` (``stop``: the loop's ``StopOnInterrupt``); the
@@ -563,16 +561,3 @@ def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
         f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
     )
     return 0
-
-
-def auto_choices(cfg: Any, device: torch.device | str) -> str:
-    """What a config's ``"auto"`` precision and conv layout resolve to on ``device``, as
-    ``"; precision auto = fp32, channels_last auto = False"`` ("" where neither is auto): the
-    start line says what ran, not only what was asked."""
-    parts = []
-    if getattr(cfg, "precision", None) == "auto":
-        dtype = resolve_precision("auto", device)
-        parts.append(f"precision auto = {'bf16' if dtype is torch.bfloat16 else 'fp32'}")
-    if getattr(cfg, "channels_last", None) == "auto":
-        parts.append(f"channels_last auto = {resolve_channels_last('auto', device)}")
-    return "".join(f"; {p}" for p in parts)

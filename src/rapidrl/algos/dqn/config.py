@@ -148,10 +148,8 @@ class DQNConfig(TrainerConfig):
     compile: bool = False
     """torch.compile the networks of the update (costs 15-30 s; pays off at batches >= 64).
     Falls back to eager with a warning if compilation fails."""
-    channels_last: bool | Literal["auto"] = False
-    """Convolutions in channels_last memory format (faster with oneDNN on CPUs with AVX-512).
-    auto: channels-last except on a CPU whose kernels stop at AVX2, where the contiguous layout
-    was measured faster."""
+    channels_last: bool = False
+    """Convolutions in channels_last memory format (faster with oneDNN on CPU)."""
     fused_adam: bool = False
     """Adam(fused=True): one kernel for the whole optimizer step (~5x faster step on CPU)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"

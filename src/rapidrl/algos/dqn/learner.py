@@ -31,7 +31,7 @@ from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_lo
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
-from rapidrl.nets.torso import resolve_channels_last, resolve_precision
+from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.loop import Every, num_threads
@@ -93,7 +93,7 @@ def net_kwargs(
     cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device | str = "cpu"
 ) -> dict[str, Any]:
     """``QNetwork`` keyword arguments for a network that runs on ``device`` (which decides
-    ``precision`` and ``channels_last`` "auto")."""
+    ``precision="auto"``)."""
     return {
         "obs_shape": tuple(obs_shape),
         "n_actions": int(n_actions),
@@ -104,7 +104,7 @@ def net_kwargs(
         "v_min": cfg.v_min,
         "v_max": cfg.v_max,
         "head_hidden": cfg.head_hidden,
-        "channels_last": resolve_channels_last(cfg.channels_last, device),
+        "channels_last": cfg.channels_last,
         "sigma0": cfg.noisy_sigma0,
         "torso_kind": cfg.torso,
         "compute_dtype": resolve_precision(cfg.precision, device),

@@ -76,11 +76,9 @@ class PPOConfig(TrainerConfig):
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari). False gives the critic its own
     torso (classic control). The recurrent net always shares torso and LSTM."""
-    channels_last: bool | Literal["auto"] = False
-    """Atari: the Nature CNN in channels_last memory format (with oneDNN on a 2-core AVX-512 Xeon
-    a forward + backward of 256 frames took ~118 ms instead of ~174 ms). auto: channels-last
-    except on a CPU whose kernels stop at AVX2, where the contiguous layout was measured
-    faster."""
+    channels_last: bool = False
+    """Atari: the Nature CNN in channels_last memory format (with oneDNN on this 2-core CPU a
+    forward + backward of 256 frames took ~118 ms instead of ~174 ms)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
     """Compute dtype of the Nature CNN (weights, Adam, heads, LSTM and losses stay float32).
     bf16: autocast to bfloat16 (~2-3x faster forward + backward on a CPU with AMX, measured

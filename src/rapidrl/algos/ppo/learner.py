@@ -27,13 +27,7 @@ from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.losses import ppo_loss
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.nets.torso import (
-    make_torso,
-    resolve_channels_last,
-    resolve_precision,
-    use_channels_last,
-    use_precision,
-)
+from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.learner import RolloutLearner
 from rapidrl.train.schedules import linear_schedule
@@ -99,17 +93,13 @@ def make_policy(
     device: torch.device | str = "cpu",
 ) -> nn.Module:
     """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``, for
-    ``device`` (which decides ``precision`` and ``channels_last`` "auto"; not moved there: call
-    ``.to(device)``)."""
+    ``device`` (which decides ``precision="auto"``; not moved there: call ``.to(device)``)."""
     return use_precision(
-        _make_policy(cfg, obs_shape, num_actions, resolve_channels_last(cfg.channels_last, device)),
-        resolve_precision(cfg.precision, device),
+        _make_policy(cfg, obs_shape, num_actions), resolve_precision(cfg.precision, device)
     )
 
 
-def _make_policy(
-    cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int, channels_last: bool
-) -> nn.Module:
+def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
     if cfg.recurrent:
         net = RecurrentActorCritic(
             tuple(obs_shape),
@@ -119,14 +109,14 @@ def _make_policy(
             torso=make_torso(tuple(obs_shape), kind=cfg.torso),
         )
         orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
-        if channels_last and len(obs_shape) == 3:
+        if cfg.channels_last and len(obs_shape) == 3:
             use_channels_last(net.torso)
         return net
     return ActorCritic(
         tuple(obs_shape),
         int(num_actions),
         shared_torso=cfg.shared_torso,
-        channels_last=channels_last,
+        channels_last=cfg.channels_last,
         torso_kind=cfg.torso,
     )
 

@@ -63,10 +63,9 @@ class PQNConfig(TrainerConfig):
     """Atari torso: nature = the Nature-DQN CNN (any obs_size >= 36); small = 4 x conv(32, 3x3,
     stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Either gets a
     LayerNorm after every layer. Ignored off Atari (an MLP with LayerNorm)."""
-    channels_last: bool | Literal["auto"] = False
-    """Atari: the conv torso in channels_last memory format (faster oneDNN convolutions on CPUs
-    with AVX-512). auto: channels-last except on a CPU whose kernels stop at AVX2, where the
-    contiguous layout was measured faster (Zen 3: ~10% per training step, ~1.6x acting)."""
+    channels_last: bool = False
+    """Atari: the conv torso in channels_last memory format (faster oneDNN convolutions for a
+    plain CNN; with this net's LayerNorms measured slower on a Zen 3, see the fast preset)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
     """Compute dtype of the conv torso (weights, optimizer, head and loss stay float32). bf16:
     autocast to bfloat16; auto: bf16 where the device multiplies bf16 natively (AMX CPU, bf16
@@ -239,9 +238,11 @@ _PAPER = PQNConfig(
 PRESETS: dict[str, PQNConfig] = {
     "pqn": _PAPER,
     # fast: the paper's learning settings sized for a 2-core CPU, with a shorter, two-phase
-    # epsilon schedule. Pong, 2-core Zen 4 without AMX, torch's kernels capped to AVX2, fp32 (as
-    # on a Zen 3 or an older Intel), seeds 1-3: solved in 30.2 / 26.9 / 26.4 min (7.09M / 6.78M /
-    # 7.03M frames), median 26.9 min, 3,900-4,500 frames/s. The levers:
+    # epsilon schedule. Pong, 2-core Zen 4 without AMX, torch's kernels capped to AVX2, fp32,
+    # seeds 1-3: solved in 30.2 / 26.9 / 26.4 min (7.09M / 6.78M / 7.03M frames), median 26.9
+    # min, 3,900-4,500 frames/s. A real AVX2-only Zen 3 (2 cores) runs it at ~2,000-2,200
+    # frames/s sustained, half that: seeds 1-2 not solved in 40 min there (5.1M / 4.9M frames,
+    # best -16.7 / -18.1; README). The levers:
     # - 32 envs x 32 steps (1,024 agent steps per update): 128 envs would be 4x the acting batch
     #   and the frame buffer for little gain on 2 cores. Rollouts stay 32 steps long, so the
     #   lambda-trace (1 / (1 - gamma * lambda) ~ 2.8 steps) is cut as rarely as in the paper.
@@ -284,11 +285,17 @@ PRESETS: dict[str, PQNConfig] = {
     #   0.9 throughout (seed 1) rose as early (-12.3 at 10 min) and then stalled at -9..-12
     #   (best -9.0 in 27 min). lr 5e-4 did not rise earlier (seed 1: -19.9 at 10 min).
     # - backend auto, precision auto (bf16 conv torso on a CPU with AMX or AVX-512 bf16), as
-    #   PPO's fast preset. channels_last auto: the contiguous layout on a CPU whose kernels stop
-    #   at AVX2. On a 2-core Zen 3 (AVX2, fp32) this net's training step of 128 took 310-328 us
-    #   per sample contiguous against 347-382 channels-last, acting on 32 observations with one
-    #   thread 5.3 ms against 8.5 ms (0.17 s against 0.27 s of a 0.6-0.7 s rollout); the AVX-512
-    #   and AMX machines keep channels-last, the layout they were tuned with.
+    #   PPO's fast preset.
+    # - the contiguous layout (channels_last False; until 2026-11-25 True, as PPO's, the figures
+    #   above ran with it). On a 2-core Zen 3 (AVX2 only, fp32) this network, whose LayerNorms
+    #   sit between the convolutions, trained faster contiguous: a step of 128 took 310-328 us
+    #   per sample against 347-382 channels-last (two runs), the learner's whole update of 16
+    #   steps 0.96 s against 1.11 s (medians of 7, one layout after the other), and acting on
+    #   32 observations with one thread 5.3 ms against 8.5 ms (0.17 s against 0.27 s of a
+    #   0.6-0.7 s rollout); docs/results/zen3_rates/ holds the scripts and figures. A bare
+    #   torso with the same LayerNorms (scripts/torso_costs.py --layer-norm, Adam, no head)
+    #   found the layouts equal (0.99x); the plain Nature CNN (PPO, DQN) is 1.2-1.4x faster
+    #   channels-last there. Not measured on the AVX-512 and AMX machines for this net.
     # Everything else (lr, lambda, 40M frames, grad norm) as the paper. Before the epsilon
     # change, with the paper's epsilon, bf16 on the same CPU: solved in 36.5 / 35.0 min (seeds
     # 1-2), seed 3 not in 48 (median 36.5); the AVX2 path: not solved in 60 min (seed 1, best
@@ -299,7 +306,6 @@ PRESETS: dict[str, PQNConfig] = {
         num_steps=32,
         minibatches=8,
         obs_size=64,
-        channels_last="auto",
         precision="auto",
         exploration_fraction=0.025,
         final_e=0.001,

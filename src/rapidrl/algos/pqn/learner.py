@@ -25,7 +25,7 @@ from rapidrl.algos.pqn.returns import q_lambda_returns
 from rapidrl.nets.actor_critic import orthogonal_init
 from rapidrl.nets.exploration import epsilon_greedy_torch
 from rapidrl.nets.q import QNetwork
-from rapidrl.nets.torso import resolve_channels_last, resolve_precision
+from rapidrl.nets.torso import resolve_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.learner import RolloutLearner
 from rapidrl.train.schedules import linear_schedule
@@ -79,14 +79,13 @@ def make_pqn_network(
 ) -> QNetwork:
     """PQN's Q-network: the config's torso with a LayerNorm after every layer, then a linear layer
     to the actions; CleanRL's initialization (orthogonal weights with gain sqrt(2) everywhere,
-    zero biases). For ``device`` (which decides ``precision`` and ``channels_last`` "auto"; not
-    moved there)."""
+    zero biases). For ``device`` (which decides ``precision="auto"``; not moved there)."""
     net = QNetwork(
         tuple(obs_shape),
         int(n_actions),
         torso_kind=cfg.torso,
         layer_norm=True,
-        channels_last=resolve_channels_last(cfg.channels_last, device),
+        channels_last=cfg.channels_last,
         compute_dtype=resolve_precision(cfg.precision, device),
     )
     # Initialized in the contiguous layout (orthogonal_ writes through a view that a
