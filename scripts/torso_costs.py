@@ -96,7 +96,8 @@ def main() -> None:
     cases = [(k, int(s)) for k, s in (c.split(":") for c in a.cases.split(","))]
     layouts = {"both": (True, False), "channels_last": (True,), "contiguous": (False,)}[a.layouts]
     print(
-        f"{describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads, batch {a.batch}"
+        f"{describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"batch {a.batch}{', LayerNorm after every layer' if a.layer_norm else ''}"
     )
     print("torso   frames  precision  layout         train us/sample  act b16 1 thread ms")
     for bf16 in (False, True) if a.bf16 else (False,):

@@ -1,4 +1,7 @@
-import time, numpy as np, sys
+import time
+
+import numpy as np
+
 from rapidrl.vector.make import make_vec
 
 

@@ -1,4 +1,7 @@
-import time, torch
+import time
+
+import torch
+
 from rapidrl.algos.pqn.config import PRESETS
 from rapidrl.algos.pqn.learner import make_pqn_network
 

@@ -1,4 +1,7 @@
-import time, statistics, torch
+import statistics
+import time
+
+import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(2)

@@ -1,4 +1,9 @@
-import time, torch, dataclasses, statistics
+import dataclasses
+import statistics
+import time
+
+import torch
+
 from rapidrl.algos.pqn.config import PRESETS
 from rapidrl.algos.pqn.learner import make_pqn_network
 
