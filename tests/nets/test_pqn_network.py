@@ -12,7 +12,7 @@ from torch import nn
 from rapidrl.algos.pqn.config import PRESETS
 from rapidrl.algos.pqn.learner import make_pqn_network
 from rapidrl.nets.q import QNetwork
-from rapidrl.nets.torso import MLP, NatureCNN, SmallCNN, make_torso
+from rapidrl.nets.torso import MLP, LayoutLayerNorm, NatureCNN, SmallCNN, make_torso
 
 NATURE_PARAMS = [
     ("net.0.weight", (32, 4, 8, 8)),
@@ -85,8 +85,8 @@ def test_layer_norm_after_every_layer_before_the_activation():
     net = NatureCNN(layer_norm=True)
     kinds = [type(m).__name__ for m in net.net]
     assert kinds == [
-        "Conv2d", "LayerNorm", "ReLU", "Conv2d", "LayerNorm", "ReLU", "Conv2d", "LayerNorm",
-        "ReLU", "Flatten", "Linear", "LayerNorm", "ReLU",
+        "Conv2d", "LayoutLayerNorm", "ReLU", "Conv2d", "LayoutLayerNorm", "ReLU", "Conv2d",
+        "LayoutLayerNorm", "ReLU", "Flatten", "Linear", "LayerNorm", "ReLU",
     ]  # fmt: skip
     norms = [tuple(m.normalized_shape) for m in net.modules() if isinstance(m, nn.LayerNorm)]
     assert norms == [(32, 20, 20), (64, 9, 9), (64, 7, 7), (512,)]  # CleanRL's PQN network
@@ -136,3 +136,57 @@ def test_bf16_precision_reaches_the_torso():
     net = make_pqn_network(cfg, (4, 64, 64), 6)
     assert net.torso.compute_dtype is torch.bfloat16
     assert net(_frames(2, 64)).dtype == torch.float32
+
+
+def test_layout_layer_norm_equals_layer_norm_and_keeps_channels_last():
+    g = torch.Generator().manual_seed(0)
+    ref = nn.LayerNorm([8, 5, 6])
+    with torch.no_grad():  # a non-trivial affine, so a wrong weight permutation shows
+        ref.weight.copy_(torch.randn(8, 5, 6, generator=g))
+        ref.bias.copy_(torch.randn(8, 5, 6, generator=g))
+    norm = LayoutLayerNorm([8, 5, 6])
+    norm.load_state_dict(ref.state_dict())  # the same parameters and keys
+    x = torch.randn(3, 8, 5, 6, generator=g)
+    for layout in (torch.contiguous_format, torch.channels_last):
+        xa = x.clone(memory_format=layout).requires_grad_(True)
+        xb = x.clone().requires_grad_(True)
+        ya, yb = norm(xa), ref(xb)
+        torch.testing.assert_close(ya, yb)
+        # No copy to the other layout: the next convolution gets what it was given.
+        assert ya.is_contiguous(memory_format=layout)
+        grad = torch.randn(3, 8, 5, 6, generator=g)
+        ya.backward(grad)
+        yb.backward(grad)
+        torch.testing.assert_close(xa.grad, xb.grad)
+        for p, q in zip(norm.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+            p.grad = q.grad = None
+
+
+@pytest.mark.parametrize("size, torso", [(64, "nature"), (42, "small")])
+def test_pqn_network_equal_in_both_layouts(size, torso):
+    """The same seed gives the same network in both layouts: the same Q-values, loss gradients
+    and RAdam step (to float rounding: the convolutions sum in another order)."""
+    nets = []
+    for channels_last in (False, True):
+        cfg = dataclasses.replace(
+            PRESETS["fast"], obs_size=size, torso=torso, channels_last=channels_last
+        )
+        torch.manual_seed(0)
+        nets.append(make_pqn_network(cfg, (4, size, size), 6))
+    obs, actions = _frames(8, size), torch.arange(8) % 6
+    targets = torch.linspace(-1.0, 1.0, 8)
+    for net in nets:
+        opt = torch.optim.RAdam(net.parameters(), lr=1e-3)
+        for _ in range(2):
+            q = net(obs).gather(1, actions[:, None]).squeeze(1)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(q, targets).backward()
+            opt.step()
+    (k0, p0), (k1, p1) = zip(*nets[0].named_parameters()), zip(*nets[1].named_parameters())
+    assert k0 == k1
+    for name, a, b in zip(k0, p0, p1):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+    with torch.no_grad():
+        torch.testing.assert_close(nets[0](obs), nets[1](obs), rtol=1e-4, atol=1e-5)

@@ -64,8 +64,8 @@ class PQNConfig(TrainerConfig):
     stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Either gets a
     LayerNorm after every layer. Ignored off Atari (an MLP with LayerNorm)."""
     channels_last: bool = False
-    """Atari: the conv torso in channels_last memory format (faster oneDNN convolutions for a
-    plain CNN; with this net's LayerNorms measured slower on a Zen 3, see the fast preset)."""
+    """Atari: the conv torso in channels_last memory format (faster oneDNN convolutions; the
+    LayerNorms keep the layout, see the fast preset)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
     """Compute dtype of the conv torso (weights, optimizer, head and loss stay float32). bf16:
     autocast to bfloat16; auto: bf16 where the device multiplies bf16 natively (AMX CPU, bf16
@@ -286,16 +286,18 @@ PRESETS: dict[str, PQNConfig] = {
     #   (best -9.0 in 27 min). lr 5e-4 did not rise earlier (seed 1: -19.9 at 10 min).
     # - backend auto, precision auto (bf16 conv torso on a CPU with AMX or AVX-512 bf16), as
     #   PPO's fast preset.
-    # - the contiguous layout (channels_last False; until 2026-11-25 True, as PPO's, the figures
-    #   above ran with it). On a 2-core Zen 3 (AVX2 only, fp32) this network, whose LayerNorms
-    #   sit between the convolutions, trained faster contiguous: a step of 128 took 310-328 us
-    #   per sample against 347-382 channels-last (two runs), the learner's whole update of 16
-    #   steps 0.96 s against 1.11 s (medians of 7, one layout after the other), and acting on
-    #   32 observations with one thread 5.3 ms against 8.5 ms (0.17 s against 0.27 s of a
-    #   0.6-0.7 s rollout); docs/results/zen3_rates/ holds the scripts and figures. A bare
-    #   torso with the same LayerNorms (scripts/torso_costs.py --layer-norm, Adam, no head)
-    #   found the layouts equal (0.99x); the plain Nature CNN (PPO, DQN) is 1.2-1.4x faster
-    #   channels-last there. Not measured on the AVX-512 and AMX machines for this net.
+    # - the channels-last layout (channels_last True). nn.LayerNorm copies a channels-last
+    #   input to the contiguous layout (and the next convolution copies it back), which made this
+    #   net train slower channels-last than contiguous on a 2-core Zen 3 (AVX2 only, fp32), so
+    #   the preset ran contiguous for a while (the README's Zen 3 seeds did).
+    #   The torsos' LayoutLayerNorm now normalizes a channels-last output in place of layout
+    #   (the same function, no copy). On that Zen 3: a training step of 128 took 337-348 us
+    #   per sample channels-last against 393-407 contiguous (4 alternations, same process),
+    #   acting on 32 equal (5.3-6.0 ms); in the trainer (`rapidrl train pqn --env pong --preset
+    #   fast --max-frames 200000 [--no-channels-last]`, alternated twice, medians of metrics
+    #   rows) update 0.874 / 0.948 s against 1.077 / 1.195 s per 4,096 frames, rollout 0.73-
+    #   0.76 s against 0.67-0.72 s, 2,519 / 2,392 frames/s against 2,357 / 2,145.
+    #   docs/results/zen3_rates/ holds the scripts and figures.
     # Everything else (lr, lambda, 40M frames, grad norm) as the paper. Before the epsilon
     # change, with the paper's epsilon, bf16 on the same CPU: solved in 36.5 / 35.0 min (seeds
     # 1-2), seed 3 not in 48 (median 36.5); the AVX2 path: not solved in 60 min (seed 1, best
@@ -306,6 +308,7 @@ PRESETS: dict[str, PQNConfig] = {
         num_steps=32,
         minibatches=8,
         obs_size=64,
+        channels_last=True,
         precision="auto",
         exploration_fraction=0.025,
         final_e=0.001,
