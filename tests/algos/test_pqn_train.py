@@ -110,8 +110,10 @@ def test_short_cartpole_run_writes_the_run_directory(tmp_path):
     assert r["algo"] == "pqn" and r["frames"] == 512 and len(r["scores"]) == 2
 
 
-def test_tiny_pong_run(tmp_path):
-    """The Atari path: frame stacks resized to 42x42, the small conv torso with LayerNorm."""
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_tiny_pong_run(tmp_path, channels_last):
+    """The Atari path: frame stacks resized to 42x42, the small conv torso with LayerNorm, in
+    both layouts."""
     run = tmp_path / "pong"
     cfg = dataclasses.replace(
         PRESETS["fast"],
@@ -119,7 +121,7 @@ def test_tiny_pong_run(tmp_path):
         backend="serial",
         obs_size=42,
         torso="small",
-        channels_last=False,
+        channels_last=channels_last,
         precision="fp32",
         num_steps=32,
         minibatches=2,

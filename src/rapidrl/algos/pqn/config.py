@@ -260,7 +260,12 @@ PRESETS: dict[str, PQNConfig] = {
     #   docstring); with the LayerNorms not measured. 42 looks too small (one seed): obs_size
     #   42 (map 1x1, update 0.27 s instead of 0.45 s, rollout unchanged at 0.39 s, 6,000
     #   frames/s) was still at -20.7 after 5.46M frames / 15 min (seed 1), where the 64x64
-    #   seeds 1-3 were at -7.9, -6.6 and -4.3 at the same frame count.
+    #   seeds 1-3 were at -7.9, -6.6 and -4.3 at the same frame count. 52 (maps 12x12, 5x5,
+    #   3x3; a training sample ~0.6x the 64x64 cost) on a real 2-core Zen 3, channels-last:
+    #   3,100-3,400 frames/s, seeds 1-2 not solved in 40 min (+3.8 / +15.9 at 7.5M / 8.0M
+    #   frames), both solved at 47.8 min when continued (8.93M / 9.45M frames), more frames
+    #   than the Zen 4's 64x64 seeds needed (6.8-7.1M): 64 stays (docs/results/
+    #   pong_pqn_fast52_zen3/).
     # - epsilon 1 -> 0.01 over the first 1M frames (exploration_fraction 0.025 of the 40M-frame
     #   schedule), then on to 0.001 at 6M frames (final_e, final_e_fraction 0.15). With the
     #   paper's 1 -> 0.01 over 4M frames every run sat near the floor until 4M frames (-16..-17)
