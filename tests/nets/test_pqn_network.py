@@ -132,11 +132,19 @@ def test_pqn_network_for_vector_observations():
     assert torch.equal(net.prepare(torch.ones(2, 4)), torch.ones(2, 4))
 
 
-def test_bf16_precision_reaches_the_torso():
-    cfg = dataclasses.replace(PRESETS["pqn"], precision="bf16", obs_size=64)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_bf16_precision_reaches_the_torso(channels_last):
+    cfg = dataclasses.replace(
+        PRESETS["pqn"], precision="bf16", obs_size=64, channels_last=channels_last
+    )
     net = make_pqn_network(cfg, (4, 64, 64), 6)
     assert net.torso.compute_dtype is torch.bfloat16
-    assert net(_frames(2, 64)).dtype == torch.float32
+    obs = _frames(2, 64)
+    q = net(obs)
+    assert q.dtype == torch.float32 and torch.isfinite(q).all()
+    # close to the same network in float32 (bf16 keeps ~3 significant digits)
+    net.torso.compute_dtype = None
+    torch.testing.assert_close(q, net(obs), rtol=0.05, atol=0.05)
 
 
 def test_layout_layer_norm_equals_layer_norm_and_keeps_channels_last():

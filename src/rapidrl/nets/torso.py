@@ -208,8 +208,8 @@ def _input_to_channels_last(module: nn.Module, args: tuple) -> tuple:
 
 def use_channels_last(torso: nn.Module) -> nn.Module:
     """Run a conv torso in channels-last layout (faster oneDNN convolutions on CPU: the Nature
-    CNN's training step ~1.4x on an AVX-512 Xeon, 1.2-1.4x on an AVX2-only Zen 3; PQN's net with
-    its :class:`LayoutLayerNorm` s ~1.17x there, see PQN's ``fast`` preset).
+    CNN's training step ~1.4x on an AVX-512 Xeon, 1.2-1.4x on an AVX2-only Zen 3; PQN's net,
+    whose LayerNorms are :class:`LayoutLayerNorm`, 1.17-1.5x there, see PQN's ``fast`` preset).
     Weights are converted once; inputs on every call."""
     torso.to(memory_format=torch.channels_last)
     torso.register_forward_pre_hook(_input_to_channels_last)
