@@ -1,42 +1,21 @@
 """PQN fast's network, contiguous vs channels-last (with LayoutLayerNorm): a training step of 128
 with RAdam (2 threads) and acting on 32 observations (1 thread), alternated 4 times."""
 
-import dataclasses
 import statistics
 import time
 
 import torch
-
-from rapidrl.algos.pqn.config import PRESETS
-from rapidrl.algos.pqn.learner import make_pqn_network
+from pqn_step import batch, build, train_step
 
 torch.set_num_threads(2)
-
-
-def build(cl):
-    torch.manual_seed(0)
-    return make_pqn_network(
-        dataclasses.replace(PRESETS["fast"], channels_last=cl), (4, 64, 64), 6, torch.device("cpu")
-    )
-
-
-x = torch.randint(0, 255, (128, 4, 64, 64), dtype=torch.uint8)
-a = torch.randint(0, 6, (128,))
-y = torch.randn(128)
+x, a, y = batch()
 n0, n1 = build(False), build(True)
 print("fwd diff:", (n0(x) - n1(x)).abs().max().item())
 xs32 = torch.randint(0, 255, (32, 4, 64, 64), dtype=torch.uint8)
 for rep in range(4):
     for cl in (False, True):
         net = build(cl)
-        opt = torch.optim.RAdam(net.parameters(), lr=1e-4)
-
-        def step():
-            q = net(x).gather(1, a[:, None]).squeeze(1)
-            loss = (q - y).square().mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        step = train_step(net, x, a, y)
 
         for _ in range(3):
             step()

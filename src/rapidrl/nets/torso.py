@@ -63,7 +63,7 @@ class LayoutLayerNorm(nn.LayerNorm):
     function and gradients, with no copy. ``nn.LayerNorm`` itself copies such an input to the
     contiguous layout and hands the next convolution a contiguous output, which it copies back:
     on a 2-core Zen 3 (AVX2) that made PQN's channels-last network train slower than the
-    contiguous one; with this module it trains 1.17-1.5x faster than contiguous there (PQN's
+    contiguous one; with this module it trained 1.03-1.5x faster than contiguous there (four probe runs) (PQN's
     ``fast`` preset). Same parameters and state-dict keys as ``nn.LayerNorm``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -209,7 +209,7 @@ def _input_to_channels_last(module: nn.Module, args: tuple) -> tuple:
 def use_channels_last(torso: nn.Module) -> nn.Module:
     """Run a conv torso in channels-last layout (faster oneDNN convolutions on CPU: the Nature
     CNN's training step ~1.4x on an AVX-512 Xeon, 1.2-1.4x on an AVX2-only Zen 3; PQN's net,
-    whose LayerNorms are :class:`LayoutLayerNorm`, 1.17-1.5x there, see PQN's ``fast`` preset).
+    whose LayerNorms are :class:`LayoutLayerNorm`, 1.03-1.5x there, see PQN's ``fast`` preset).
     Weights are converted once; inputs on every call."""
     torso.to(memory_format=torch.channels_last)
     torso.register_forward_pre_hook(_input_to_channels_last)
