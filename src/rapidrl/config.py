@@ -274,21 +274,3 @@ class BenchEnvsConfig:
         self.num_envs_list()
         if self.seconds <= 0 or self.repeats < 1:
             raise ConfigError("--seconds must be > 0 and --repeats >= 1")
-
-
-def check_env_batch_size(num_envs: int, env_batch_size: int | None, backend: str) -> None:
-    """The checks of a trainer's ``env_batch_size`` (PPO and PQN): it must divide ``num_envs``
-    (a rollout waits for whole batches), and ``serial`` steps every env at once."""
-    if env_batch_size is None:
-        return
-    b = env_batch_size
-    need(
-        1 <= b <= num_envs and num_envs % b == 0,
-        f"--env-batch-size ({b}) must divide --num-envs ({num_envs}): a rollout "
-        "waits for whole batches",
-    )
-    need(
-        backend != "serial" or b == num_envs,
-        "--backend serial is synchronous; for --env-batch-size < --num-envs use "
-        "--backend async (or hybrid, ale, envpool)",
-    )

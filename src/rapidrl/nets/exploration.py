@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-__all__ = ["epsilon_greedy", "epsilon_greedy_torch", "exploration_draws"]
+__all__ = ["epsilon_greedy", "epsilon_greedy_torch"]
 
 
 def epsilon_greedy(
@@ -42,17 +42,7 @@ def epsilon_greedy_torch(
     """``greedy [B]`` with each entry replaced by a uniform random action with probability
     ``epsilon`` (a float, or ``[B]`` per-env rates); drawn from ``generator`` (None: torch's
     global generator) on ``greedy``'s device."""
-    coins, random = exploration_draws(greedy.shape[0], n_actions, generator, greedy.device)
-    return torch.where(coins < epsilon, random, greedy)
-
-
-def exploration_draws(
-    n: int, n_actions: int, generator: torch.Generator | None, device: torch.device | str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """What :func:`epsilon_greedy_torch` draws for ``n`` envs: ``(coins [n] uniform in [0, 1),
-    random actions [n])``. A caller that acts on the envs in parts (first-ready batches) draws
-    once for all ``n`` and uses ``torch.where(coins[ids] < epsilon, random[ids], greedy)`` per
-    part: the same actions as one call over all envs."""
-    coins = torch.rand(n, generator=generator, device=device)
-    random = torch.randint(n_actions, (n,), generator=generator, device=device)
-    return coins, random
+    b, device = greedy.shape[0], greedy.device
+    explore = torch.rand(b, generator=generator, device=device) < epsilon
+    random = torch.randint(n_actions, (b,), generator=generator, device=device)
+    return torch.where(explore, random, greedy)

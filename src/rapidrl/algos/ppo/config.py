@@ -28,7 +28,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, TrainerConfig, check_env_batch_size, need, ray_workers
+from rapidrl.config import ConfigError, TrainerConfig, need, ray_workers
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -256,7 +256,18 @@ class PPOConfig(TrainerConfig):
                 f"--minibatches ({self.minibatches}) exceeds the rollout's --num-steps x "
                 f"--num-envs ({self.rollout_steps}) agent steps",
             )
-        check_env_batch_size(self.num_envs, self.env_batch_size, self.backend)
+        if self.env_batch_size is not None:
+            b = self.env_batch_size
+            need(
+                1 <= b <= self.num_envs and self.num_envs % b == 0,
+                f"--env-batch-size ({b}) must divide --num-envs ({self.num_envs}): a rollout "
+                "waits for whole batches",
+            )
+            need(
+                self.backend != "serial" or b == self.num_envs,
+                "--backend serial is synchronous; for --env-batch-size < --num-envs use "
+                "--backend async (or hybrid, ale, envpool)",
+            )
         if self.backend == "serial" and self.num_workers not in (None, 1):
             raise ConfigError(
                 "--backend serial runs every env in one process; drop --num-workers or use "

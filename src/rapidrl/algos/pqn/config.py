@@ -30,7 +30,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, TrainerConfig, check_env_batch_size, flag_name, need
+from rapidrl.config import ConfigError, TrainerConfig, flag_name, need
 
 __all__ = ["PRESETS", "PQNConfig"]
 
@@ -49,17 +49,12 @@ class PQNConfig(TrainerConfig):
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
     backend: Backend = "auto"
     """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
-    envs --autotune` (hybrid processes if none); see rapidrl.vector.make_vec."""
+    envs --autotune` (hybrid processes if none); see rapidrl.vector.make_vec. PQN steps every
+    env together: a first-ready layout (async) is stepped batch by batch until every env has
+    stepped."""
     num_workers: int | None = None
     """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
     default."""
-    env_batch_size: int | None = None
-    """Envs returned per vector-env recv (the vector env's batch_size). None: the backend's
-    default (num_envs, synchronous; about half the envs for backend async). Smaller: a pipelined
-    rollout -- the trainer acts on each batch as it arrives and sends it back while the other
-    batches step, so acting overlaps emulation (e.g. --backend async --num-workers 2
-    --env-batch-size 16 for 32 envs). Every env still takes exactly num_steps steps per rollout,
-    with the same exploration draws as a synchronous rollout. Must divide num_envs."""
     seed: int = 1
     """Seeds torch, numpy, exploration, minibatch shuffling and the envs (env i: seed + i)."""
 
@@ -210,7 +205,6 @@ class PQNConfig(TrainerConfig):
             self.num_workers is None or self.num_workers >= 1,
             f"--num-workers must be >= 1 or None, got {self.num_workers}",
         )
-        check_env_batch_size(self.num_envs, self.env_batch_size, self.backend)
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
         need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
 

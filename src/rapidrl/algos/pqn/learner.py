@@ -190,14 +190,8 @@ class Learner(RolloutLearner):
     def act(self, obs: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Epsilon-greedy actions for a batch of observations, and their max-Q (the bootstrap
         value of these observations): ``(actions [B] int64, max_q [B])``."""
-        max_q, greedy = self.greedy(obs)
-        return epsilon_greedy_torch(greedy, epsilon, self.n_actions, self.act_gen), max_q
-
-    @torch.no_grad()
-    def greedy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(max_q [B], greedy actions [B] int64)`` of the current network."""
         max_q, greedy = self.net(obs).max(dim=1)
-        return max_q, greedy
+        return epsilon_greedy_torch(greedy, epsilon, self.n_actions, self.act_gen), max_q
 
     @torch.no_grad()
     def max_q(self, obs: torch.Tensor) -> torch.Tensor:

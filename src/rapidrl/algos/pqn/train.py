@@ -15,18 +15,9 @@ Time-major buffers ``[T, N]``, as PPO's. With the same-step autoreset of the vec
 observation returned by a step that ended an episode is already the next episode's first one, so
 where ``truncated`` (a time limit) the trainer evaluates the max-Q of ``infos["final_obs"]`` right
 away and the target bootstraps from it; where ``terminated`` nothing is bootstrapped. The
-rollout's last step bootstraps from the max-Q of the observation each env holds after it.
-
-Pipelined rollouts (``env_batch_size < num_envs``)
---------------------------------------------------
-With a first-ready vector env (``backend async``, ``recv`` returns one batch of ``B`` envs), the
-trainer acts on each batch as soon as it returns and sends it back at once, so its acting
-overlaps the emulation of the other batches (on 2 cores: 2 worker processes of 16 envs, the
-trainer acting on one while the other steps). Every env still takes exactly ``num_steps`` steps:
-a batch that has taken its last step is held until the others have too. Step ``t`` of every env
-uses the epsilon of step ``t`` of a synchronous rollout and the same exploration draws (drawn
-once for all envs, :func:`rapidrl.nets.exploration.exploration_draws`), so with the same network
-a pipelined rollout holds what the synchronous one would (tested against ``backend serial``).
+rollout's last step bootstraps from the max-Q of the observation each env holds after it. Every
+env steps on every step: a first-ready vector env (``backend async``) is stepped batch by batch
+until all envs have stepped (:func:`step_all`).
 
 Resume (``--resume RUN_DIR``) -- what is exact and what is not
 --------------------------------------------------------------
@@ -62,7 +53,6 @@ from rapidrl.algos.pqn.learner import (
     rollout_targets,
 )
 from rapidrl.config import ConfigError
-from rapidrl.nets.exploration import exploration_draws
 from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
 from rapidrl.train.loop import (
     LogEvent,
@@ -77,7 +67,33 @@ from rapidrl.train.loop import (
     start_run,
 )
 
-__all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "train"]
+__all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
+
+
+def step_all(envs, actions: np.ndarray):
+    """One step of every env: ``(obs, rewards, terminated, truncated, infos)`` in env-id order.
+    A synchronous vector env takes ``step``; a first-ready one gets every action, then returns
+    batches until each env has come back once, merged here."""
+    n = envs.num_envs
+    if envs.batch_size == n:
+        return envs.step(actions)
+    envs.send(actions, np.arange(n))
+    obs = np.empty((n, *envs.obs_shape), dtype=envs.obs_dtype)
+    rewards = np.zeros(n, np.float64)
+    terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+    infos: dict[str, np.ndarray] = {
+        "env_id": np.arange(n),
+        "final_obs": np.zeros_like(obs),
+        "episode_end": np.zeros(n, bool),
+        "episode_return": np.zeros(n, np.float64),
+        "episode_length": np.zeros(n, np.int64),
+    }
+    for _ in range(n // envs.batch_size):
+        o, r, te, tr, info, ids = envs.recv()
+        obs[ids], rewards[ids], terminated[ids], truncated[ids] = o, r, te, tr
+        for k in ("final_obs", "episode_end", "episode_return", "episode_length"):
+            infos[k][ids] = info[k]
+    return obs, rewards, terminated, truncated, infos
 
 
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
@@ -153,19 +169,14 @@ class Rollout:
     """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
     recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
 
-    def __init__(
-        self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner, envs: Any = None
-    ):
-        """``envs``: a vector env of ``cfg.num_envs`` envs to use instead of building cfg's
-        (tests drive one rollout over several layouts); :meth:`close` closes it."""
+    def __init__(self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner):
         from rapidrl.vector import make_vec
 
         backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
         try:
-            self.envs = envs if envs is not None else make_vec(
-                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers,
-                batch_size=cfg.env_batch_size, env_options=options,
-            )  # fmt: skip
+            self.envs = make_vec(
+                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
+            )
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cannot build the vector env: {exc}") from exc
         self.cfg, self.lrn, self.device = cfg, lrn, lrn.device
@@ -183,19 +194,16 @@ class Rollout:
         self.next_obs, _ = self.envs.reset(seed=seed)
 
     def collect(self, on_steps: Callable[..., None]) -> None:
-        """One rollout; ``on_steps(n, infos, eps=eps)`` after every vector step (every batch of
-        a pipelined rollout)."""
+        """One rollout; ``on_steps(n, infos, eps=eps)`` after every vector step."""
         cfg, lrn, device = self.cfg, self.lrn, self.device
         with num_threads(cfg.act_threads or 1):
-            if self.envs.batch_size < cfg.num_envs:
-                return self._collect_pipelined(on_steps)
             for t in range(cfg.num_steps):
                 obs = torch.as_tensor(self.next_obs, device=device)
                 eps = epsilon_at(cfg, lrn.frames)
                 actions, max_q = lrn.act(obs, eps)
                 self.obs[t], self.actions[t], self.max_q[t] = obs, actions, max_q
-                self.next_obs, rewards, terminated, truncated, infos = self.envs.step(
-                    actions.cpu().numpy()
+                self.next_obs, rewards, terminated, truncated, infos = step_all(
+                    self.envs, actions.cpu().numpy()
                 )
                 rewards_t = torch.as_tensor(rewards, device=device).float()
                 self.rewards[t] = rewards_t * cfg.reward_scale
@@ -207,55 +215,6 @@ class Rollout:
                     final = torch.as_tensor(infos["final_obs"][cut], device=device)
                     self.trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
                 on_steps(cfg.num_envs, infos, eps=eps)
-
-    def _collect_pipelined(self, on_steps: Callable[..., None]) -> None:
-        """The rollout of a first-ready vector env: act on each batch as it returns (see the
-        module docstring). Buffers, epsilon and exploration draws as :meth:`collect`'s."""
-        cfg, lrn, device, envs = self.cfg, self.lrn, self.device, self.envs
-        N, T = cfg.num_envs, cfg.num_steps
-        frames0, frames_per_step = lrn.frames, lrn.frame_skip * N
-        eps = [epsilon_at(cfg, frames0 + t * frames_per_step) for t in range(T)]
-        draws: list[tuple[torch.Tensor, torch.Tensor]] = []  # per step t, drawn for all N envs
-        taken = np.zeros(N, np.int64)  # steps each env has taken in this rollout
-
-        def act_and_send(ids: np.ndarray, obs_np: np.ndarray) -> None:
-            t = int(taken[ids[0]])
-            if t == len(draws):  # the first batch to reach step t draws for every env
-                draws.append(exploration_draws(N, lrn.n_actions, lrn.act_gen, device))
-            coins, random = draws[t]
-            idx = torch.as_tensor(ids, device=device)
-            obs = torch.as_tensor(obs_np, device=device)
-            max_q, greedy = lrn.greedy(obs)
-            actions = torch.where(coins[idx] < eps[t], random[idx], greedy)
-            self.obs[t, idx], self.actions[t, idx], self.max_q[t, idx] = obs, actions, max_q
-            envs.send(actions.cpu().numpy(), ids)
-
-        batch = envs.batch_size
-        for start in range(0, N, batch):  # every env is idle at a rollout's start
-            ids = np.arange(start, start + batch)
-            act_and_send(ids, self.next_obs[ids])
-        in_flight = N // batch
-        while in_flight:
-            obs_np, rewards, terminated, truncated, infos, ids = envs.recv()
-            in_flight -= 1
-            t = int(taken[ids[0]])
-            idx = torch.as_tensor(ids, device=device)
-            self.rewards[t, idx] = (
-                torch.as_tensor(rewards, device=device).float() * cfg.reward_scale
-            )
-            self.terminated[t, idx] = torch.as_tensor(terminated, device=device)
-            self.truncated[t, idx] = torch.as_tensor(truncated, device=device)
-            cut = truncated & ~terminated
-            if cut.any():
-                final = torch.as_tensor(infos["final_obs"][cut], device=device)
-                self.trunc_q[t, torch.as_tensor(ids[cut], device=device)] = lrn.max_q(final)
-            taken[ids] += 1
-            on_steps(len(ids), infos, eps=eps[t])
-            if t + 1 < T:
-                act_and_send(ids, obs_np)
-                in_flight += 1
-            else:  # this batch's rollout is done: hold its observations for the bootstrap
-                self.next_obs[ids] = obs_np
 
     def targets(self) -> torch.Tensor:
         """The Q(lambda) targets ``[T, N]`` of the collected rollout, bootstrapped from the
