@@ -36,7 +36,10 @@ AC_CARTPOLE = functools.partial(make_actor_critic_policy, (4,), 2)
 STORE = 80 * 2**20  # the smallest object store Ray accepts is 75 MiB
 QUIET = {"log_to_driver": False}
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = [
+    pytest.mark.timeout(150),
+    pytest.mark.xdist_group("ray"),
+]  # Ray tests share one xdist process: scripts/test.sh
 
 
 def test_local_ray_pong_and_shutdown_leaves_nothing():
@@ -62,6 +65,27 @@ def test_local_ray_pong_and_shutdown_leaves_nothing():
     assert not ray.is_initialized()
     assert wait_gone(pids) == []
     s.shutdown()  # idempotent
+
+
+def test_a_local_sampler_starts_its_own_ray_beside_another_cluster():
+    """With no address the sampler starts a new local Ray even while another Ray cluster runs on
+    this machine: ray.init(address=None) alone attaches to the newest one started here (and then
+    refuses num_cpus with a ValueError)."""
+    assert not ray.is_initialized()
+    other = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False},
+    )
+    try:
+        kwargs = {"num_cpus": 1, "object_store_memory": STORE, **QUIET}
+        with RaySampler(
+            "CartPole-v1", Q_CARTPOLE, num_workers=1, envs_per_worker=1, ray_init_kwargs=kwargs
+        ) as s:
+            assert ray.get_runtime_context().gcs_address != other.address
+            assert s.num_workers == 1
+        assert not ray.is_initialized()
+    finally:
+        other.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -550,7 +550,7 @@ def run_on_ray(
 
     check_ray(b.ray)
     if not ray.is_initialized():
-        ray.init(address=None if b.ray == "local" else b.ray, log_to_driver=False)
+        ray.init(address=b.ray, log_to_driver=False)  # "local": a new local Ray
     task = ray.remote(execute_run).options(
         num_cpus=b.cpus_per_run, max_retries=b.retries, retry_exceptions=False
     )

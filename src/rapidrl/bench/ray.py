@@ -256,6 +256,7 @@ def run_ray_bench(
     started = False
     if not ray.is_initialized():
         ray.init(
+            address="local",  # a new local Ray, never another one running on this machine
             num_cpus=max(max(workers), os.cpu_count() or 1),
             include_dashboard=False,
             log_to_driver=False,

@@ -257,7 +257,9 @@ class RaySampler(_SamplerBase):
         num_cpus_per_worker: Ray CPUs each actor reserves (also its torch threads).
         resources: extra Ray resources per actor (e.g. ``{"actor_node": 1}``).
         address: Ray cluster to attach to (``"auto"``, ``"ray://..."``, a GCS address); None
-            starts a local Ray unless one is running in this process already.
+            or ``"local"`` starts a new local Ray unless one is running in this process already
+            (``ray.init(address=None)`` itself would attach to the newest Ray cluster started on
+            this machine, e.g. another user's or test's, and then refuse ``num_cpus``).
         publish_every: put the weights in the object store once per this many versions.
         epsilons: per-worker exploration for ``next_transitions`` (default Ape-X's
             ``0.4 ** (1 + 7 i / (N - 1))``); may be changed any time (``sampler.epsilons``).
@@ -304,7 +306,7 @@ class RaySampler(_SamplerBase):
         else:
             kwargs = {"include_dashboard": False, "log_to_driver": True}
             kwargs.update(ray_init_kwargs or {})
-            ray.init(address=address, **kwargs)
+            ray.init(address=address or "local", **kwargs)
             self._owns_ray = True
         try:
             if num_workers == "auto":
