@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh test,envpool,ray,sb3
 . .venv/bin/activate
 ruff check src tests
-python -m pytest -q -p no:cacheprovider "$@"
+# Two test processes (pytest-xdist): much of the suite waits on env workers, Ray and process
+# starts, so on 2 cores the first stage takes ~0.6x the time of one process (267 against 458 s
+# on a Zen 3). The Ray tests form one group (xdist_group "ray"): they run one after the other in
+# one process, since two local Ray clusters on one machine find each other.
+xdist=(-n 2 --dist loadgroup)
+python -m pytest -q -p no:cacheprovider "${xdist[@]}" "$@"
 # exit code 5 = no test selected (no slow tests in this selection): not a failure.
-python -m pytest -q -p no:cacheprovider -m slow "$@" || [ $? -eq 5 ]
+python -m pytest -q -p no:cacheprovider -m slow "${xdist[@]}" "$@" || [ $? -eq 5 ]

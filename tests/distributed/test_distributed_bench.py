@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share one xdist process: scripts/test.sh
+
 ray = pytest.importorskip("ray")
 
 

@@ -25,6 +25,8 @@ from rapidrl.distributed import (
 )
 from rapidrl.distributed.batches import BatchMeta
 
+pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share one xdist process: scripts/test.sh
+
 Q_CARTPOLE = functools.partial(make_q_policy, (4,), 2)
 AC_CARTPOLE = functools.partial(make_actor_critic_policy, (4,), 2)
 

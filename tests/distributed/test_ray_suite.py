@@ -18,7 +18,10 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from rapidrl.bench.atari import BenchAtariConfig, bench_atari  # noqa: E402
 from rapidrl.train import list_checkpoints  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("ray"),
+]  # Ray tests share one xdist process: scripts/test.sh
 
 STORE = 80 * 1024 * 1024
 

@@ -31,7 +31,10 @@ from rapidrl.algos.ppo.train import train as train_ppo  # noqa: E402
 from rapidrl.distributed.testing import ray_pids, wait_gone  # noqa: E402
 from rapidrl.train import list_checkpoints, load_latest, read_metrics  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.xdist_group("ray"),
+]  # Ray tests share one xdist process: scripts/test.sh
 
 RUN = dict(
     log_every_seconds=0,
