@@ -70,6 +70,11 @@ class TrainerConfig:
     make the conv torso cheaper: 64 with the Nature CNN (a 4x4 instead of 7x7 feature map)
     trains 1.9-2.6x faster per sample on a 2-core Zen 4 (scripts/torso_costs.py: fp32, bf16,
     AVX2-capped). Ignored off Atari."""
+    frame_stack: int = 4
+    """Atari: an observation stacks the last frame_stack frames as channels ([frame_stack, H,
+    W]; 4: the DQN protocol). 2 halves the first convolution's input, the costliest layer of
+    the Nature CNN on small frames; the ball's position and velocity still show in two frames.
+    Ignored off Atari."""
 
     # --- run ----------------------------------------------------------------------------------
     max_minutes: float | None = None
@@ -106,7 +111,7 @@ class TrainerConfig:
         fix."""
         got = getattr(self, "algo", None)
         need(got == algo, f"algo must be {algo!r} for {type(self).__name__}, got {got!r}")
-        self.require_ints("keep_checkpoints", "score_window")
+        self.require_ints("keep_checkpoints", "score_window", "frame_stack")
         need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
         need(
             self.max_episode_frames is None or self.max_episode_frames >= 1,

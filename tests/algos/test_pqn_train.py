@@ -110,6 +110,29 @@ def test_short_cartpole_run_writes_the_run_directory(tmp_path):
     assert r["algo"] == "pqn" and r["frames"] == 512 and len(r["scores"]) == 2
 
 
+def test_frame_stack_reaches_the_env_the_network_and_eval(tmp_path):
+    """``--frame-stack 2``: the options carry it (and only then: a default run's options are
+    unchanged), observations are [2, H, W], the network takes 2 channels (a 4-channel one would
+    not load the weights), and ``rapidrl eval`` rebuilds the 2-frame env from config.json."""
+    from rapidrl.train.loop import env_options
+
+    cfg = dataclasses.replace(
+        PRESETS["fast"], num_envs=2, backend="serial", obs_size=42, torso="small",
+        frame_stack=2, precision="fp32", num_steps=16, minibatches=2, epochs=1,
+        max_frames=512, run_dir=str(tmp_path / "pong"), **QUIET,
+    )  # fmt: skip
+    assert env_options(cfg, True)["frame_stack"] == 2
+    assert "frame_stack" not in env_options(PRESETS["fast"], True)
+    assert train(cfg)["updates"] == 4
+    assert json.loads((tmp_path / "pong" / "config.json").read_text())["frame_stack"] == 2
+    state = load_latest(tmp_path / "pong").state["net"]
+    make_pqn_network(cfg, (2, 42, 42), 6).load_state_dict(state)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        make_pqn_network(cfg, (4, 42, 42), 6).load_state_dict(state)
+    r = evaluate(EvalConfig(str(tmp_path / "pong"), episodes=1, max_steps=20))
+    assert r["lengths"] == [20]
+
+
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_tiny_pong_run(tmp_path, channels_last):
     """The Atari path: frame stacks resized to 42x42, the small conv torso with LayerNorm, in
@@ -352,6 +375,7 @@ def test_help_lists_every_field(capsys):
         (["--max-grad-norm", "0"], "--max-grad-norm must be > 0"),
         (["--schedule-frames", "0"], "--schedule-frames must be >= 1"),
         (["--obs-size", "32"], "use --torso small"),
+        (["--frame-stack", "0"], "--frame-stack must be an int >= 1"),
         (["--backend", "serial", "--num-workers", "2"], "drop --num-workers"),
         (["--env", "pongg"], "did you mean"),
         (["--resume", "/nonexistent/run"], "no config.json"),

@@ -98,11 +98,13 @@ def atari_env_options(
     fire_reset: bool = True,
     full_action_space: bool = False,
     max_episode_frames: int | None = 108_000,
+    frame_stack: int = 4,
 ) -> dict[str, Any]:
     """The ``make_env`` options of a trainer config (the Atari switches apply to Atari only).
-    ``screen_size``, ``fire_reset``, ``full_action_space`` and ``max_episode_frames`` are passed
-    only where they differ from the protocol's defaults, so the options (and the configs and
-    autotune entries keyed on them) of default runs stay as they were."""
+    ``screen_size``, ``fire_reset``, ``full_action_space``, ``max_episode_frames`` and
+    ``frame_stack`` are passed only where they differ from the protocol's defaults, so the
+    options (and the configs and autotune entries keyed on them) of default runs stay as they
+    were."""
     if not is_atari:
         return {}
     options: dict[str, Any] = {
@@ -116,6 +118,7 @@ def atari_env_options(
         ("fire_reset", fire_reset, True),
         ("full_action_space", full_action_space, False),
         ("max_episode_frames", max_episode_frames, 108_000),
+        ("frame_stack", frame_stack, 4),
     ):
         if value != default:
             options[key] = value
@@ -124,8 +127,8 @@ def atari_env_options(
 
 def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
     """The ``make_env`` options of a trainer config (its ``episodic_life``, ``clip_rewards``,
-    ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``, ``full_action_space`` and
-    ``max_episode_frames`` fields; Atari ids only)."""
+    ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``, ``full_action_space``,
+    ``max_episode_frames`` and ``frame_stack`` fields; Atari ids only)."""
     return atari_env_options(
         is_atari,
         episodic_life=cfg.episodic_life,
@@ -136,6 +139,7 @@ def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
         fire_reset=getattr(cfg, "fire_reset", True),
         full_action_space=getattr(cfg, "full_action_space", False),
         max_episode_frames=getattr(cfg, "max_episode_frames", 108_000),
+        frame_stack=getattr(cfg, "frame_stack", 4),
     )
 
 
