@@ -63,8 +63,9 @@ class LayoutLayerNorm(nn.LayerNorm):
     function and gradients, with no copy. ``nn.LayerNorm`` itself copies such an input to the
     contiguous layout and hands the next convolution a contiguous output, which it copies back:
     on a 2-core Zen 3 (AVX2) that made PQN's channels-last network train slower than the
-    contiguous one; with this module it trained 1.03-1.5x faster than contiguous there (four probe runs) (PQN's
-    ``fast`` preset). Same parameters and state-dict keys as ``nn.LayerNorm``."""
+    contiguous one; with this module it trained 1.03-1.5x faster than contiguous there (four
+    runs of docs/results/zen3_rates' probes; see PQN's ``fast`` preset). Same parameters and
+    state-dict keys as ``nn.LayerNorm``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (
