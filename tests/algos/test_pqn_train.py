@@ -133,6 +133,19 @@ def test_frame_stack_reaches_the_env_the_network_and_eval(tmp_path):
     assert r["lengths"] == [20]
 
 
+def test_lean_preset_runs_on_pong(tmp_path):
+    """The lean preset's Atari path as it is (52x52, two frames, the Nature CNN channels-last),
+    only fewer envs and frames: observations [2, 52, 52] reach a network that takes them."""
+    cfg = dataclasses.replace(
+        PRESETS["lean"], num_envs=2, backend="serial", precision="fp32", minibatches=2,
+        max_frames=256, run_dir=str(tmp_path / "pong"), **QUIET,
+    )  # fmt: skip
+    assert train(cfg)["updates"] == 2  # 2 x 2 envs x 16 steps x frame skip 4
+    make_pqn_network(cfg, (2, 52, 52), 6).load_state_dict(
+        load_latest(tmp_path / "pong").state["net"]
+    )
+
+
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_tiny_pong_run(tmp_path, channels_last):
     """The Atari path: frame stacks resized to 42x42, the small conv torso with LayerNorm, in
@@ -342,6 +355,18 @@ def test_presets_validate_and_document_every_field():
     assert lr_at(f, 20_000_000) == pytest.approx(f.lr / 2)  # annealed over the 40M frames
     assert f.rollout_steps // f.minibatches == p.rollout_steps // p.minibatches  # minibatch 128
     assert PQNConfig() == p  # the dataclass defaults are the paper's settings
+    # lean is fast with the four changes its comment measures, and nothing else.
+    lean = PRESETS["lean"]
+    assert (lean.num_envs, lean.num_steps, lean.obs_size, lean.frame_stack) == (64, 16, 52, 2)
+    assert lean.rollout_steps == f.rollout_steps and lean.minibatches == f.minibatches
+    assert q_lambda_at(lean, 0) == pytest.approx(0.9)
+    assert q_lambda_at(lean, 4_000_000) == q_lambda_at(lean, 40_000_000) == pytest.approx(0.65)
+    changed = {
+        fld.name
+        for fld in dataclasses.fields(PQNConfig)
+        if getattr(lean, fld.name) != getattr(f, fld.name)
+    }
+    assert changed == {"num_envs", "num_steps", "obs_size", "frame_stack", "start_q_lambda"}
     # The class and its base (TrainerConfig: the fields every trainer shares).
     lines = [ln for cls in PQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for fld in dataclasses.fields(PQNConfig):
@@ -357,7 +382,7 @@ def test_help_lists_every_field(capsys):
     for fld in dataclasses.fields(PQNConfig):
         if fld.name != "algo":
             assert f"--{fld.name.replace('_', '-')}" in out, fld.name
-    assert "presets: cartpole, fast, pqn" in out
+    assert "presets: cartpole, fast, lean, pqn" in out
     cli.main(["--help"])
     assert "train pqn" in capsys.readouterr().out
 
