@@ -266,8 +266,8 @@ PRESETS: dict[str, PQNConfig] = {
     #   3x3; a training sample ~0.6x the 64x64 cost) on a real 2-core Zen 3, channels-last:
     #   3,100-3,400 frames/s, seeds 1-2 not solved in 40 min (+3.8 / +15.9 at 7.5M / 8.0M
     #   frames), both solved at 47.8 min when continued (8.93M / 9.45M frames), more frames
-    #   than the Zen 4's 64x64 seeds needed (6.8-7.1M): 64 stays (docs/results/
-    #   pong_pqn_fast52_zen3/).
+    #   than the Zen 4's 64x64 seeds needed (6.8-7.1M): 64 stays here (docs/results/
+    #   pong_pqn_fast52_zen3/); the lean preset below takes 52 with three other savings.
     # - epsilon 1 -> 0.01 over the first 1M frames (exploration_fraction 0.025 of the 40M-frame
     #   schedule), then on to 0.001 at 6M frames (final_e, final_e_fraction 0.15). With the
     #   paper's 1 -> 0.01 over 4M frames every run sat near the floor until 4M frames (-16..-17)
@@ -338,10 +338,11 @@ PRESETS: dict[str, PQNConfig] = {
     #   -15.1).
     # All four together on the Zen 3 (`rapidrl bench solve --algo pqn --preset fast --seeds
     # 1,2,3 --max-minutes 40 --out-dir D -- --obs-size 52 --frame-stack 2 --start-q-lambda 0.9
-    # --q-lambda-fraction 0.1 --num-envs 64 --num-steps 16`, which is this preset): seeds 1-2
-    # solved in 35.3 / 34.7 min (8.29M / 8.53M frames, 3,940 / 4,129 frames/s); mean-100 at 10
-    # min -13.2 / -18.0, at 20 min +6.9 / -14.8 (docs/results/pong_pqn_lean_zen3/). Not
-    # measured on a CPU with bf16, where fast is measured.
+    # --q-lambda-fraction 0.1 --num-envs 64 --num-steps 16`, which is this preset): seeds 1-3
+    # solved in 35.3 / 34.7 / 36.4 min, median 35.3 (8.29M / 8.53M / 10.66M frames, 3,940 /
+    # 4,129 / 4,894 frames/s: the VM's speed drifted); mean-100 at 10 min -13.2 / -18.0 /
+    # -14.1, at 20 min +6.9 / -14.8 / +0.7 (docs/results/pong_pqn_lean_zen3/). Not measured on
+    # a CPU with bf16, where fast is measured.
     "lean": dataclasses.replace(
         _PAPER,
         num_envs=64,
