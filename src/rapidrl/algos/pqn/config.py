@@ -321,43 +321,6 @@ PRESETS: dict[str, PQNConfig] = {
         final_e=0.001,
         final_e_fraction=0.15,
     ),
-    # lean: fast's learning settings on a cheaper input, for CPUs without native bf16 (AVX2
-    # only, e.g. AMD Zen 3), where fast's 64x64 frames are too slow to solve Pong in 40 minutes
-    # (2 seeds not solved in 40 min there, one still at -15.0 at 63 min). Each lever measured on
-    # a real 2-core Zen 3 (fp32):
-    # - obs_size 52 (the Nature CNN's maps 12x12, 5x5, 3x3; a training sample ~0.6x the 64x64
-    #   cost): 3,100-3,400 frames/s instead of ~2,100, but 8.9-9.5M frames to solve (2 seeds).
-    # - frame_stack 2: the update 0.84-0.90x as long at 52x52 (the first convolution reads half
-    #   the channels); one seed left the floor sooner (-15.8 at 10 min against -19.8).
-    # - 64 envs x 16 steps: the same 1,024 agent steps and 8 minibatches of 128 per update,
-    #   rollout 7-15% shorter (larger acting batches, half the synchronizations per frame; four
-    #   alternated pairs, docs/results/zen3_rates/act_threads_ab.txt, env_count_ab.txt); each
-    #   lambda-trace is cut every 16 steps instead of 32 (0.64^16 ~ 1e-3 of weight lost).
-    # - lambda 0.9 -> 0.65 over the first 4M frames: left the floor sooner in 3 seeds on a
-    #   capped Zen 4 (fast at 64x64: -16.3 / -6.0 / -13.2 at 10 min against -19.1 / -18.6 /
-    #   -15.1).
-    # All four together on the Zen 3 (`rapidrl bench solve --algo pqn --preset fast --seeds
-    # 1,2,3 --max-minutes 40 --out-dir D -- --obs-size 52 --frame-stack 2 --start-q-lambda 0.9
-    # --q-lambda-fraction 0.1 --num-envs 64 --num-steps 16`, which is this preset): seeds 1-3
-    # solved in 35.3 / 34.7 / 36.4 min, median 35.3 (8.29M / 8.53M / 10.66M frames, 3,940 /
-    # 4,129 / 4,894 frames/s: the VM's speed drifted); mean-100 at 10 min -13.2 / -18.0 /
-    # -14.1, at 20 min +6.9 / -14.8 / +0.7 (docs/results/pong_pqn_lean_zen3/). Not measured on
-    # a CPU with bf16, where fast is measured.
-    "lean": dataclasses.replace(
-        _PAPER,
-        num_envs=64,
-        num_steps=16,
-        minibatches=8,
-        obs_size=52,
-        frame_stack=2,
-        channels_last=True,
-        precision="auto",
-        start_q_lambda=0.9,
-        q_lambda_fraction=0.1,
-        exploration_fraction=0.025,
-        final_e=0.001,
-        final_e_fraction=0.15,
-    ),
     # Classic control: CartPole-v1 in this process, an MLP 64-64 (tanh) with LayerNorm.
     # reward_scale 0.1 (as the paper's CartPole config) is what makes it learn reliably: with
     # the raw rewards (Q-values near 100) the mean-100 return swung between 30 and 400 for
@@ -387,3 +350,35 @@ PRESETS: dict[str, PQNConfig] = {
         max_frames=500_000,
     ),
 }
+
+# lean: fast's learning settings on a cheaper input, for CPUs without native bf16 (AVX2
+# only, e.g. AMD Zen 3), where fast's 64x64 frames are too slow to solve Pong in 40 minutes
+# (2 seeds not solved in 40 min there, one still at -15.0 at 63 min). Each lever measured on
+# a real 2-core Zen 3 (fp32):
+# - obs_size 52 (the Nature CNN's maps 12x12, 5x5, 3x3; a training sample ~0.6x the 64x64
+#   cost): 3,100-3,400 frames/s instead of ~2,100, but 8.9-9.5M frames to solve (2 seeds).
+# - frame_stack 2: the update 0.84-0.90x as long at 52x52 (the first convolution reads half
+#   the channels); one seed left the floor sooner (-15.8 at 10 min against -19.8).
+# - 64 envs x 16 steps: the same 1,024 agent steps and 8 minibatches of 128 per update,
+#   rollout 7-15% shorter (larger acting batches, half the synchronizations per frame; four
+#   alternated pairs, docs/results/zen3_rates/act_threads_ab.txt, env_count_ab.txt); each
+#   lambda-trace is cut every 16 steps instead of 32 (0.64^16 ~ 1e-3 of weight lost).
+# - lambda 0.9 -> 0.65 over the first 4M frames: left the floor sooner in 3 seeds on a
+#   capped Zen 4 (fast at 64x64: -16.3 / -6.0 / -13.2 at 10 min against -19.1 / -18.6 /
+#   -15.1).
+# All four together on the Zen 3 (`rapidrl bench solve --algo pqn --preset fast --seeds
+# 1,2,3 --max-minutes 40 --out-dir D -- --obs-size 52 --frame-stack 2 --start-q-lambda 0.9
+# --q-lambda-fraction 0.1 --num-envs 64 --num-steps 16`, which is this preset): seeds 1-3
+# solved in 35.3 / 34.7 / 36.4 min, median 35.3 (8.29M / 8.53M / 10.66M frames, 3,940 /
+# 4,129 / 4,894 frames/s: the VM's speed drifted); mean-100 at 10 min -13.2 / -18.0 /
+# -14.1, at 20 min +6.9 / -14.8 / +0.7 (docs/results/pong_pqn_lean_zen3/). Not measured on
+# a CPU with bf16, where fast is measured.
+PRESETS["lean"] = dataclasses.replace(
+    PRESETS["fast"],
+    num_envs=64,
+    num_steps=16,
+    obs_size=52,
+    frame_stack=2,
+    start_q_lambda=0.9,
+    q_lambda_fraction=0.1,  # the default, stated: lambda reaches 0.65 at 4M of the 40M frames
+)
