@@ -360,7 +360,7 @@ PRESETS: dict[str, PQNConfig] = {
 # - frame_stack 2: the update 0.84-0.90x as long at 52x52 (the first convolution reads half
 #   the channels); one seed left the floor sooner (-15.8 at 10 min against -19.8).
 # - 64 envs x 16 steps: the same 1,024 agent steps and 8 minibatches of 128 per update,
-#   rollout 7-15% shorter (larger acting batches, half the synchronizations per frame; four
+#   rollout 7-22% shorter (larger acting batches, half the synchronizations per frame; four
 #   alternated pairs, docs/results/zen3_rates/act_threads_ab.txt, env_count_ab.txt); each
 #   lambda-trace is cut every 16 steps instead of 32 (0.64^16 ~ 1e-3 of weight lost).
 # - lambda 0.9 -> 0.65 over the first 4M frames: left the floor sooner in 3 seeds on a
