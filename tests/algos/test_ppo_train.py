@@ -115,6 +115,90 @@ def test_short_pong_run(tmp_path, preset):
     assert ckpt.state["counters"]["updates"] == 2
 
 
+def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_path):
+    """--obs-norm --value-norm on Pong at 52x52 with two frames: the statistics hold exactly the
+    steps seen, travel in the checkpoint (a stopped and resumed run equals the uninterrupted
+    one, statistics included) and drive the policy `rapidrl eval` loads."""
+    from rapidrl.algos.ppo.train import eval_policy
+
+    cfg = dataclasses.replace(
+        PRESETS["fast"],
+        obs_size=52,
+        frame_stack=2,
+        obs_norm=True,
+        value_norm=True,
+        precision="fp32",
+        num_envs=2,
+        num_steps=16,
+        minibatches=2,
+        epochs=2,
+        backend="serial",
+        max_frames=256,  # 2 updates of 2 x 16 agent steps x frame skip 4
+        log_every_frames=128,
+        checkpoint_every_frames=128,
+        keep_checkpoints=4,
+        seed=3,
+        **QUIET,
+    )
+    full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
+    train(dataclasses.replace(cfg, run_dir=str(full)))
+    train(dataclasses.replace(cfg, run_dir=str(part), max_frames=128))
+    ck = "checkpoints/ckpt-000000000128.pt"
+    assert_same(ckpt_payload(full / ck), ckpt_payload(part / ck))
+    # Resume restarts the envs, so the resumed run is compared with a second resume of the
+    # same checkpoint: the statistics come back from it exactly.
+    shutil.copytree(part, twin)
+    for d in (part, twin):
+        assert train(dataclasses.replace(cfg, resume=str(d)))["frames"] == 256
+    end = "checkpoints/ckpt-000000000256.pt"
+    assert_same(ckpt_payload(part / end), ckpt_payload(twin / end))
+    net_state = load_latest(part).state["net"]
+    # 2 updates x 32 agent steps, each merged once (plus the prior's count of 1e-4): the
+    # resumed run went on from the saved statistics.
+    assert float(net_state["obs_rms.count"]) == pytest.approx(64, abs=1e-3)
+    assert float(net_state["value_rms.count"]) == pytest.approx(64, abs=1e-3)
+    mean = net_state["obs_rms.mean"]
+    assert mean.shape == (2, 52, 52) and 0 < float(mean.mean()) < 255
+    config = json.loads((full / "config.json").read_text())
+    act, _, _ = eval_policy(config, load_latest(full, read_only=True))
+    frames = np.random.default_rng(0).integers(0, 256, (3, 2, 52, 52), dtype=np.uint8)
+    assert act(frames).shape == (3,)
+
+
+def test_value_norm_trains_on_normalized_returns_after_merging_them():
+    """normalize_values: the rollout's returns join the statistics first, then its values and
+    returns are both put in the critic's normalized scale; a net without it is unchanged."""
+    from rapidrl.algos.ppo.learner import normalize_values
+
+    net = make_policy(dataclasses.replace(PRESETS["cartpole"], value_norm=True), (4,), 2)
+    returns = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 99.0]])
+    valid = torch.tensor([[True, True], [True, True], [True, False]])
+    values = returns - 0.5
+    batch = TrainBatch(
+        *(torch.zeros(3, 2) for _ in range(3)),
+        values,
+        values,
+        returns,
+        valid,
+        valid,
+        torch.tensor([3, 2]),
+        None,
+    )
+    out = normalize_values(net, batch)
+    rms = net.value_rms
+    assert float(rms.mean) == pytest.approx(3.0, abs=1e-3)  # 99.0 is padding: not merged
+    assert float(rms.var) == pytest.approx(2.0, abs=1e-3)
+    torch.testing.assert_close(
+        out.returns, (returns - rms.mean.float()) / (rms.var + 1e-5).sqrt().float()
+    )
+    torch.testing.assert_close(
+        out.values, (values - rms.mean.float()) / (rms.var + 1e-5).sqrt().float()
+    )
+    torch.testing.assert_close(out.advantages, batch.advantages)  # GAE's, untouched
+    plain = make_policy(PRESETS["cartpole"], (4,), 2)
+    assert normalize_values(plain, batch) is batch
+
+
 # --------------------------------------------------------------------------------------------
 # Pieces: ragged-rollout GAE, loop == packed updates
 # --------------------------------------------------------------------------------------------
@@ -509,6 +593,8 @@ def test_help_lists_every_field(capsys, command):
         (["--ent-anneal-frames", "1000"], "no effect without --ent-coef-end"),
         (["--obs-size", "32"], "use --torso small for smaller frames"),
         (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
+        (["--preset", "cartpole", "--obs-norm"], "--obs-norm normalizes image frames"),
+        (["--recurrent", "--value-norm"], "--value-norm are feed-forward only"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):

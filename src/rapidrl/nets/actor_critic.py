@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
+from rapidrl.nets.normalize import RunningMeanStd
 from rapidrl.nets.torso import ConvTorso, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
@@ -70,6 +71,18 @@ class ActorCritic(nn.Module):
             some CPUs); inputs are converted in ``forward``.
         torso_kind: the image torso when ``torso`` is None: ``nature`` or ``small`` (see
             :func:`rapidrl.nets.torso.make_torso`).
+        obs_norm: image observations only: each pixel of the stack normalized by its running
+            mean and standard deviation (``obs_rms``, clamped to +-5) instead of scaled to
+            [0, 1] (rl_games' ``normalize_input``). A uint8 input is a raw frame stack and is
+            normalized; a float one is taken as already normalized (what :meth:`prepare`
+            returns).
+        value_norm: the critic head predicts returns normalized by their running mean and
+            standard deviation (``value_rms``; rl_games' ``normalize_value``). ``act`` and
+            ``value`` return values in the return scale (for GAE); ``evaluate`` returns the
+            head's output, in the normalized scale the loss compares with normalized returns.
+
+    The running statistics change only by ``obs_rms.update`` / ``value_rms.update`` (the PPO
+    learner calls them once per rollout).
     """
 
     def __init__(
@@ -82,10 +95,18 @@ class ActorCritic(nn.Module):
         orthogonal: bool = True,
         channels_last: bool = False,
         torso_kind: str = "nature",
+        obs_norm: bool = False,
+        value_norm: bool = False,
     ):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.num_actions = int(num_actions)
+        if obs_norm and len(self.obs_shape) != 3:
+            raise ValueError(
+                f"obs_norm is for image observations [C, H, W]; got obs_shape {self.obs_shape}"
+            )
+        self.obs_rms = RunningMeanStd(self.obs_shape, clip=5.0) if obs_norm else None
+        self.value_rms = RunningMeanStd(()) if value_norm else None
         self.torso = make_torso(self.obs_shape, kind=torso_kind) if torso is None else torso
         if orthogonal:
             orthogonal_init(self.torso)
@@ -100,12 +121,19 @@ class ActorCritic(nn.Module):
             self.to(memory_format=torch.channels_last)
 
     def _in(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.obs_rms is not None and obs.dtype == torch.uint8:
+            obs = self.obs_rms.normalize(obs)
         if self.channels_last and obs.dim() == 4:
             return obs.contiguous(memory_format=torch.channels_last)
         return obs
 
+    def _value_out(self, v: torch.Tensor) -> torch.Tensor:
+        """The critic head's output in the return scale."""
+        return v if self.value_rms is None else self.value_rms.denormalize(v)
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logits [n, A], values [n])``."""
+        """``(logits [n, A], values [n])``, the values as the head gives them (normalized with
+        ``value_norm``)."""
         obs = self._in(obs)
         h = self.torso(obs)
         hv = h if self.critic_torso is None else self.critic_torso(obs)
@@ -115,7 +143,7 @@ class ActorCritic(nn.Module):
         """``V(obs) [n]`` (the bootstrap of a time-limit end: ``value(final_obs)``)."""
         obs = self._in(obs)
         h = self.torso(obs) if self.critic_torso is None else self.critic_torso(obs)
-        return self.critic(h).squeeze(-1)
+        return self._value_out(self.critic(h).squeeze(-1))
 
     def act(
         self,
@@ -132,18 +160,21 @@ class ActorCritic(nn.Module):
         else:
             probs = torch.softmax(logits.float(), -1)
             action = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        return FFActOutput(action, categorical_logprob(logits, action), value, logits)
+        return FFActOutput(
+            action, categorical_logprob(logits, action), self._value_out(value), logits
+        )
 
     def prepare(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` converted once for many forward passes (the PPO epochs over one rollout):
-        channels-last and, for a Nature-CNN torso, scaled to its compute dtype. Forward passes
-        on the result equal those on ``obs``."""
+        channels-last, normalized with ``obs_norm`` and, for a Nature-CNN torso, scaled to its
+        compute dtype. Forward passes on the result equal those on ``obs``."""
         obs = self._in(obs)
         # A separate critic torso is a copy of this one (use_precision sets both alike).
         return self.torso.prepare(obs) if isinstance(self.torso, ConvTorso) else obs
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
-        """What the PPO loss needs: log-prob of ``actions``, entropy, values."""
+        """What the PPO loss needs: log-prob of ``actions``, entropy, values (the head's
+        output: normalized with ``value_norm``)."""
         logits, values = self(obs)
         return FFEvalOutput(
             categorical_logprob(logits, actions), categorical_entropy(logits), values

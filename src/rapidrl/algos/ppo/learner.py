@@ -25,6 +25,7 @@ from torch import nn
 from rapidrl.algos.ppo.config import PPOConfig
 from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.losses import ppo_loss
+from rapidrl.config import ConfigError
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
@@ -44,6 +45,7 @@ __all__ = [
     "explained_variance",
     "lr_now",
     "make_policy",
+    "normalize_values",
     "rollout_advantages",
     "update_policy",
 ]
@@ -112,12 +114,19 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
         if cfg.channels_last and len(obs_shape) == 3:
             use_channels_last(net.torso)
         return net
+    if cfg.obs_norm and len(obs_shape) != 3:
+        raise ConfigError(
+            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
+            f"{tuple(obs_shape)}: drop --obs-norm"
+        )
     return ActorCritic(
         tuple(obs_shape),
         int(num_actions),
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
         torso_kind=cfg.torso,
+        obs_norm=cfg.obs_norm,
+        value_norm=cfg.value_norm,
     )
 
 
@@ -168,6 +177,17 @@ def rollout_advantages(
     cut[last, env] = True
     advantages, returns = gae(rewards, values, next_values, terminated, cut, gamma, lam)
     return advantages, returns, valid
+
+
+def normalize_values(net: nn.Module, batch: TrainBatch) -> TrainBatch:
+    """``batch`` with its values and returns in the critic's normalized scale, after merging
+    its returns into ``net.value_rms`` (rl_games' order: the statistics include this
+    rollout's returns); the batch unchanged for a net without value normalization."""
+    rms = getattr(net, "value_rms", None)
+    if rms is None:
+        return batch
+    rms.update(batch.returns[batch.valid].reshape(-1))
+    return batch._replace(values=rms.normalize(batch.values), returns=rms.normalize(batch.returns))
 
 
 _PREPARE_MAX_ELEMENTS = 2**27  # 512 MB as float32: e.g. 4,750 Atari frame stacks
@@ -386,8 +406,21 @@ class Learner(RolloutLearner):
         the counters and metric sums (``update_s`` is measured from ``t_start``, the end of the
         rollout)."""
         self.ent_coef = ent_coef_at(self.cfg, self.frames)
-        stats = update_policy(self.net, self.opt, batch, self.cfg, self.mb_gen, self.ent_coef)
         ev = explained_variance(batch.values[batch.valid], batch.returns[batch.valid])
+        stats = update_policy(
+            self.net,
+            self.opt,
+            normalize_values(self.net, batch),
+            self.cfg,
+            self.mb_gen,
+            self.ent_coef,
+        )
+        # The rollout was acted with the input statistics before it, and its update used the
+        # same (its first PPO ratios are exactly 1); the next rollout sees them with it merged.
+        obs_rms = getattr(self.net, "obs_rms", None)
+        if obs_rms is not None:
+            valid = batch.valid
+            obs_rms.update(batch.obs.flatten(0, 1) if bool(valid.all()) else batch.obs[valid])
         update_s = time.perf_counter() - t_start
         self.account(stats, rollout_s=rollout_s, update_s=update_s)
         acc = self.c.acc

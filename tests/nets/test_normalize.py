@@ -1,0 +1,96 @@
+"""RunningMeanStd against numpy over the concatenated samples, and the actor-critic's input and
+value normalization: prepared batches equal raw ones, the values it acts with are the head's
+output in the return scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rapidrl.nets.actor_critic import ActorCritic
+from rapidrl.nets.normalize import RunningMeanStd
+
+
+def test_running_stats_equal_numpy_over_all_batches():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=(n, 3, 2)) for n in (1, 7, 50, 200)]
+    rms = RunningMeanStd((3, 2))
+    for b in batches:
+        rms.update(torch.as_tensor(b, dtype=torch.float32))
+    every = np.concatenate(batches).astype(np.float32).astype(np.float64)
+    # The prior count (1e-4 at mean 0, variance 1) shifts the result by ~1e-4 / 258.
+    np.testing.assert_allclose(rms.mean.numpy(), every.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rms.var.numpy(), every.var(0), rtol=1e-5, atol=1e-5)
+    assert float(rms.count) == pytest.approx(258, abs=1e-3)
+
+
+def test_uint8_frames_are_summed_in_chunks_exactly():
+    """A batch larger than one chunk (2**22 elements) of uint8 frames gives numpy's statistics."""
+    rng = np.random.default_rng(1)
+    frames = rng.integers(0, 256, size=(700, 2, 52, 52), dtype=np.uint8)  # 3.8M elements x 2
+    frames = np.concatenate([frames, frames[:300] // 3])
+    rms = RunningMeanStd((2, 52, 52))
+    rms.update(torch.as_tensor(frames))
+    ref = frames.astype(np.float64)
+    np.testing.assert_allclose(rms.mean.numpy(), ref.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(rms.var.numpy(), ref.var(0), rtol=1e-5)
+
+
+def test_normalize_clamps_and_denormalize_inverts():
+    rms = RunningMeanStd((), clip=2.0)
+    rms.update(torch.tensor([1.0, 3.0]))  # mean ~2, var ~1
+    x = torch.tensor([2.0, 2.5, 100.0, -100.0])
+    y = rms.normalize(x)
+    assert y[0] == pytest.approx(0.0, abs=1e-3) and y[1] == pytest.approx(0.5, abs=1e-3)
+    assert y[2] == 2.0 and y[3] == -2.0
+    free = RunningMeanStd(())
+    free.load_state_dict(rms.state_dict())
+    torch.testing.assert_close(free.denormalize(free.normalize(x)), x)
+    with pytest.raises(ValueError, match="expected \\(\\)"):
+        rms.update(torch.zeros(4, 2))
+    rms.update(torch.zeros(0))  # no samples: unchanged
+    assert float(rms.count) == pytest.approx(2.0, abs=1e-3)
+
+
+def _net(**kw) -> ActorCritic:
+    torch.manual_seed(0)
+    return ActorCritic((2, 52, 52), 6, channels_last=True, **kw)
+
+
+def test_obs_norm_normalizes_raw_frames_and_prepared_batches_alike():
+    net = _net(obs_norm=True)
+    frames = torch.randint(0, 256, (16, 2, 52, 52), dtype=torch.uint8)
+    net.obs_rms.update(torch.randint(0, 120, (64, 2, 52, 52), dtype=torch.uint8))
+    logits, values = net(frames)
+    # By hand: the torso on the clamped normalized pixels (no / 255).
+    x = ((frames.double() - net.obs_rms.mean) / (net.obs_rms.var + 1e-5).sqrt()).clamp(-5, 5)
+    h = net.torso(x.float().contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(logits, net.actor(h))
+    # A prepared batch (normalized once for all PPO epochs) gives the same outputs.
+    out = net.evaluate(net.prepare(frames), torch.zeros(16, dtype=torch.long))
+    torch.testing.assert_close(out.values, values)
+    # Without obs_norm the same weights see pixels / 255: a different function.
+    plain = _net()
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if "rms" not in k})
+    assert not torch.allclose(plain(frames)[0], logits)
+    with pytest.raises(ValueError, match="image observations"):
+        ActorCritic((4,), 2, obs_norm=True)
+
+
+def test_value_norm_acts_in_the_return_scale_and_trains_on_the_head():
+    net = _net(value_norm=True)
+    net.value_rms.update(torch.tensor([10.0, 30.0, 20.0, 40.0]))
+    frames = torch.randint(0, 256, (8, 2, 52, 52), dtype=torch.uint8)
+    head = net.evaluate(frames, torch.zeros(8, dtype=torch.long)).values
+    with torch.no_grad():
+        acted = net.act(frames).value
+        boot = net.value(frames)
+    rms = net.value_rms
+    assert float(rms.mean) == pytest.approx(25.0, abs=1e-2)
+    std = (rms.var + 1e-5).sqrt().float()
+    torch.testing.assert_close(acted, head.detach() * std + rms.mean.float())
+    torch.testing.assert_close(boot, acted)
+    keys = set(net.state_dict())
+    assert {"value_rms.mean", "value_rms.var", "value_rms.count"} <= keys
+    assert not any(k.startswith("obs_rms") for k in keys)
