@@ -18,8 +18,10 @@ import torch
 from rapidrl.algos.dqn.config import DQNConfig
 from rapidrl.algos.dqn.train import train as train_dqn
 from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
+from rapidrl.algos.ppo.learner import make_policy
 from rapidrl.algos.ppo.train import train as train_ppo
 from rapidrl.config import ConfigError
+from rapidrl.distributed.policy import ActorCriticPolicy
 from rapidrl.distributed.training import RAY_COLUMNS
 from rapidrl.train import list_checkpoints, read_metrics
 
@@ -88,6 +90,24 @@ def test_ppo_serial_driver_matches_the_local_loop(tmp_path):
     assert [r["updates"] for r in rows_s] == [r["updates"] for r in rows_l]
     # Synchronous: every rollout acted with the latest weights.
     assert all(float(r["policy_lag"]) == 0 for r in rows_s)
+
+
+def test_ppo_serial_driver_with_value_norm_acts_in_the_return_scale(tmp_path):
+    """--value-norm under the Ray driver: the workers' values (``ActorCriticPolicy`` over the
+    net's forward) are in the return scale, as the local loop's ``act``, and the learner's
+    statistics count every step of every rollout."""
+    cfg = dataclasses.replace(PPO_CARTPOLE, value_norm=True)
+    net = make_policy(cfg, (4,), 2)
+    net.value_rms.update(torch.tensor([5.0, 9.0, 20.0]))
+    obs = torch.randn(6, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(ActorCriticPolicy(net).act(obs)["values"], net.act(obs).value)
+    run = tmp_path / "serial"
+    summary = train_ppo(dataclasses.replace(cfg, ray="serial", workers="1", run_dir=str(run)))
+    assert summary["steps"] == 320
+    path = list_checkpoints(os.path.join(run, "checkpoints"))[-1]
+    state = torch.load(path, weights_only=True)["state"]["net"]
+    assert float(state["value_rms.count"]) == pytest.approx(320, abs=1e-3)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])

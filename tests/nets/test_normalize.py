@@ -91,6 +91,8 @@ def test_value_norm_acts_in_the_return_scale_and_trains_on_the_head():
     std = (rms.var + 1e-5).sqrt().float()
     torch.testing.assert_close(acted, head.detach() * std + rms.mean.float())
     torch.testing.assert_close(boot, acted)
+    with torch.no_grad():  # forward too (the Ray workers' ActorCriticPolicy calls it)
+        torch.testing.assert_close(net(frames)[1], acted)
     keys = set(net.state_dict())
     assert {"value_rms.mean", "value_rms.var", "value_rms.count"} <= keys
     assert not any(k.startswith("obs_rms") for k in keys)

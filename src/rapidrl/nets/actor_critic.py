@@ -77,9 +77,9 @@ class ActorCritic(nn.Module):
             normalized; a float one is taken as already normalized (what :meth:`prepare`
             returns).
         value_norm: the critic head predicts returns normalized by their running mean and
-            standard deviation (``value_rms``; rl_games' ``normalize_value``). ``act`` and
-            ``value`` return values in the return scale (for GAE); ``evaluate`` returns the
-            head's output, in the normalized scale the loss compares with normalized returns.
+            standard deviation (``value_rms``; rl_games' ``normalize_value``). ``forward``,
+            ``act`` and ``value`` return values in the return scale (for GAE); ``evaluate``
+            returns the head's output, in the normalized scale the loss compares with normalized returns.
 
     The running statistics change only by ``obs_rms.update`` / ``value_rms.update`` (the PPO
     learner calls them once per rollout).
@@ -131,13 +131,19 @@ class ActorCritic(nn.Module):
         """The critic head's output in the return scale."""
         return v if self.value_rms is None else self.value_rms.denormalize(v)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logits [n, A], values [n])``, the values as the head gives them (normalized with
-        ``value_norm``)."""
+    def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [n, A], head values [n])``: the values as the critic head gives them
+        (normalized with ``value_norm``)."""
         obs = self._in(obs)
         h = self.torso(obs)
         hv = h if self.critic_torso is None else self.critic_torso(obs)
         return self.actor(h), self.critic(hv).squeeze(-1)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [n, A], values [n])``, the values in the return scale (what the Ray
+        workers' ``ActorCriticPolicy`` and GAE take)."""
+        logits, values = self._heads(obs)
+        return logits, self._value_out(values)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs) [n]`` (the bootstrap of a time-limit end: ``value(final_obs)``)."""
@@ -160,9 +166,7 @@ class ActorCritic(nn.Module):
         else:
             probs = torch.softmax(logits.float(), -1)
             action = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        return FFActOutput(
-            action, categorical_logprob(logits, action), self._value_out(value), logits
-        )
+        return FFActOutput(action, categorical_logprob(logits, action), value, logits)
 
     def prepare(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs`` converted once for many forward passes (the PPO epochs over one rollout):
@@ -175,7 +179,7 @@ class ActorCritic(nn.Module):
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
         """What the PPO loss needs: log-prob of ``actions``, entropy, values (the head's
         output: normalized with ``value_norm``)."""
-        logits, values = self(obs)
+        logits, values = self._heads(obs)
         return FFEvalOutput(
             categorical_logprob(logits, actions), categorical_entropy(logits), values
         )
