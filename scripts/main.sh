@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Installs rapidrl and runs the main job: a real 20-minute PQN training on Atari Pong (ale-py
-# ships the ROM) that shows the learning curve leave the floor on a 2-core CPU. The `lean`
-# preset (52x52 frames, two of them) is the one measured on a 2-core CPU without bf16 (AMD
-# Zen 3, AVX2 only): mean-100 -13.2 / -18.0 / -14.1 at 10 minutes and +6.9 / -14.8 / +0.7 at
-# 20 (seeds 1-3), Pong solved in 34.7-36.4 minutes (README). Extra arguments go to `rapidrl
-# train pqn`, e.g. `bash scripts/main.sh --max-minutes 40` for a run to a solved Pong
-# (`--stop-at-score auto` stops it at mean-100 > 18).
+# Installs rapidrl and runs the main job: a real PPO training on Atari Pong (ale-py ships the
+# ROM) that solves it on a 2-core CPU. The `lean` preset (rl_games' Pong recipe on 52x52
+# frames, two of them) is measured on a 2-core CPU without bf16 (AMD Zen 3, AVX2 only):
+# mean-100 -16.8 / -18.1 / -17.6 at 5 minutes, +12.2 / -2.4 / +9.0 at 10, solved at 12.7 /
+# 16.2 / 13.4 minutes (seeds 1-3; README). `--stop-at-score auto` ends the run at mean-100 >
+# 18; 20 minutes is its cap. Extra arguments go to `rapidrl train ppo`, e.g. `bash
+# scripts/main.sh --max-minutes 40` on a slower machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 . .venv/bin/activate
-rapidrl train pqn --env pong --preset lean --max-minutes 20 "$@"
+rapidrl train ppo --env pong --preset lean --max-minutes 20 "$@"

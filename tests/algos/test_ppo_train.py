@@ -165,6 +165,31 @@ def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_pat
     assert act(frames).shape == (3,)
 
 
+def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
+    """lean changes exactly the fields its comment measures; its Atari path as it is (52x52,
+    two frames, input and value normalization, the KL-adaptive rate), only smaller."""
+    fast, lean = PRESETS["fast"], PRESETS["lean"]
+    changed = {
+        f.name
+        for f in dataclasses.fields(PPOConfig)
+        if getattr(lean, f.name) != getattr(fast, f.name)
+    }
+    assert changed == {
+        "num_envs", "num_steps", "obs_size", "frame_stack", "lr", "anneal_lr", "kl_adaptive_lr",
+        "clip", "clip_vloss", "vf_coef", "max_grad_norm", "obs_norm", "value_norm",
+    }  # fmt: skip
+    assert lean.rollout_steps == 8192 and lean.rollout_steps // lean.minibatches == 2048
+    cfg = dataclasses.replace(
+        lean, num_envs=2, num_steps=16, backend="serial", precision="fp32",
+        max_frames=256, log_every_frames=128, run_dir=str(tmp_path / "pong"), **QUIET,
+    )  # fmt: skip
+    summary = train(cfg)
+    assert summary["updates"] == 2 and summary["grad_steps"] == 2 * 4 * 4
+    _, rows = rows_of(tmp_path / "pong")
+    assert float(rows[0]["lr"]) != 3e-4  # adapted after every minibatch step
+    make_policy(cfg, (2, 52, 52), 6).load_state_dict(load_latest(tmp_path / "pong").state["net"])
+
+
 def test_value_norm_trains_on_normalized_returns_after_merging_them():
     """normalize_values: the rollout's returns join the statistics first, then its values and
     returns are both put in the critic's normalized scale; a net without it is unchanged."""
@@ -575,7 +600,8 @@ def test_help_lists_every_field(capsys, command):
     for f in dataclasses.fields(PPOConfig):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
-    assert "presets: cartpole, fast, ppo, ppo-lstm" in out
+    lean = ", lean" if command == "ppo" else ""  # lean's normalizations are feed-forward only
+    assert f"presets: cartpole, fast{lean}, ppo, ppo-lstm" in out
 
 
 @pytest.mark.parametrize(

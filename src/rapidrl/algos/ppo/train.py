@@ -108,7 +108,13 @@ __all__ = [
 ]
 
 # ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
-LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
+# `rapidrl train ppo-lstm --preset NAME`: the presets with the LSTM on, except those built on
+# what the recurrent net does not have yet (input and value normalization: lean).
+LSTM_PRESETS = {
+    name: dataclasses.replace(cfg, recurrent=True)
+    for name, cfg in PRESETS.items()
+    if not (cfg.obs_norm or cfg.value_norm)
+}
 
 
 # --------------------------------------------------------------------------------------------
