@@ -79,7 +79,8 @@ class ActorCritic(nn.Module):
         value_norm: the critic head predicts returns normalized by their running mean and
             standard deviation (``value_rms``; rl_games' ``normalize_value``). ``forward``,
             ``act`` and ``value`` return values in the return scale (for GAE); ``evaluate``
-            returns the head's output, in the normalized scale the loss compares with normalized returns.
+            returns the head's output, in the normalized scale in which the loss compares it
+            with normalized returns.
 
     The running statistics change only by ``obs_rms.update`` / ``value_rms.update`` (the PPO
     learner calls them once per rollout).

@@ -15,8 +15,8 @@ to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named):
 
 - ``ppo``: the classic Atari settings (Schulman et al. 2017 / CleanRL ``ppo_atari.py``).
 - ``ppo-lstm``: the same with the LSTM (CleanRL ``ppo_atari_lstm.py``), packed sequences.
-- ``fast``: our default, aimed at the shortest wall time to a solved Pong on a 2-core CPU (the
-  reasoning is next to ``PRESETS`` below).
+- ``fast``: the default: the classic learning settings sized for a 2-core CPU, measured on CPUs
+  with bf16 (the reasoning is next to ``PRESETS`` below).
 - ``lean``: rl_games' Pong recipe (big rollouts and minibatches, KL-adaptive rate, input and
   value normalization) on 52x52 frames, two of them: the shortest measured time to a solved
   Pong on a 2-core CPU without AMX (below ``PRESETS``).

@@ -107,9 +107,9 @@ __all__ = [
     "train",
 ]
 
-# ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
-# `rapidrl train ppo-lstm --preset NAME`: the presets with the LSTM on, except those built on
-# what the recurrent net does not have yet (input and value normalization: lean).
+# ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM),
+# except those built on what the recurrent net does not have yet (input and value
+# normalization: lean).
 LSTM_PRESETS = {
     name: dataclasses.replace(cfg, recurrent=True)
     for name, cfg in PRESETS.items()
