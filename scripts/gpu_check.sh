@@ -3,6 +3,8 @@
 # solve with PQN and PPO through `rapidrl bench solve`. Written for a lent GPU machine whose
 # python3 already holds a CUDA torch; the other dependencies come as wheels in .whl/ (see
 # docs/results/gpu_h200/README.md). Usage: bash scripts/gpu_check.sh OUT_DIR [DEVICE] [PQN_MIN] [PPO_MIN]
+# The PPO solve runs the preset PPO_PRESET (default lean: input and value normalization and
+# the KL-adaptive rate, never yet run on CUDA); PQN_ARGS / PPO_ARGS add trainer arguments.
 set -u
 out="${1:?usage: gpu_check.sh OUT_DIR [DEVICE] [PQN_MIN] [PPO_MIN]}"
 device="${2:-cuda}"
@@ -33,12 +35,13 @@ step pqn 90 $py -m rapidrl train pqn "${common[@]}" --max-frames "$smoke_frames"
 step pqn_resume 90 $py -m rapidrl train pqn --resume "$R/pqn" --device "$device" --max-frames $((smoke_frames * 2))
 step pqn_eval 90 $py -m rapidrl eval "$R/pqn" --episodes 2 --device "$device" --max-steps 3000
 step ppo 90 $py -m rapidrl train ppo "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/ppo"
+step ppo_lean 90 $py -m rapidrl train ppo "${common[@]}" --preset lean --max-frames "$smoke_frames" --run-dir "$R/ppo_lean"
 step ppo_lstm 90 $py -m rapidrl train ppo-lstm "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/ppo_lstm"
 step dqn 90 $py -m rapidrl train dqn "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/dqn"
 step rainbow 90 $py -m rapidrl train rainbow "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/rainbow"
 # Time to solve: one seed each (the lease's minutes), PQN first (its <= 5 min target).
 step solve_pqn $(python3 -c "print(int($pqn_min * 60 + 150))") $py -m rapidrl bench solve --algo pqn --preset fast --seeds 1 --max-minutes "$pqn_min" --out-dir "$R/solve_pqn" -- --device "$device" ${PQN_ARGS:-}
-step solve_ppo $(python3 -c "print(int($ppo_min * 60 + 150))") $py -m rapidrl bench solve --algo ppo --preset fast --seeds 1 --max-minutes "$ppo_min" --out-dir "$R/solve_ppo" -- --device "$device" ${PPO_ARGS:-}
+step solve_ppo $(python3 -c "print(int($ppo_min * 60 + 150))") $py -m rapidrl bench solve --algo ppo --preset "${PPO_PRESET:-lean}" --seeds 1 --max-minutes "$ppo_min" --out-dir "$R/solve_ppo" -- --device "$device" ${PPO_ARGS:-}
 printf '%s\n' "${status[@]}" | tee "$out/status.txt"
 for d in solve_pqn solve_ppo; do [ -f "$R/$d/solve.md" ] && { echo "== $d"; cat "$R/$d/solve.md"; }; done
 tar --exclude='checkpoints' --exclude='tb' --exclude='*.pt' -czf "$out/runs.tgz" -C "$R" . && ls -la "$out"
