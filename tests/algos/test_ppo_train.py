@@ -51,6 +51,20 @@ QUIET = dict(
 )
 
 
+# Two updates of 2 envs x 16 agent steps (x frame skip 4 = 256 frames) in this process.
+TINY_PONG = dict(
+    num_envs=2,
+    num_steps=16,
+    minibatches=2,
+    epochs=2,
+    backend="serial",
+    max_frames=256,
+    log_every_frames=128,
+    seed=3,
+    **QUIET,
+)
+
+
 def rows_of(run_dir):
     return read_metrics(os.path.join(run_dir, "metrics.csv"))
 
@@ -79,16 +93,8 @@ def test_short_pong_run(tmp_path, preset):
     run = tmp_path / preset
     cfg = dataclasses.replace(
         LSTM_PRESETS[preset] if preset == "ppo-lstm" else PRESETS[preset],
-        num_envs=2,
-        num_steps=16,
-        minibatches=2,
-        epochs=2,
-        backend="serial",
-        max_frames=256,  # 2 updates of 2 x 16 agent steps x frame skip 4
-        log_every_frames=128,
         run_dir=str(run),
-        seed=3,
-        **QUIET,
+        **TINY_PONG,
     )
     summary = train(cfg)
     assert summary["frames"] == 256 and summary["stop_reason"] == "max_frames"
@@ -128,17 +134,9 @@ def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_pat
         obs_norm=True,
         value_norm=True,
         precision="fp32",
-        num_envs=2,
-        num_steps=16,
-        minibatches=2,
-        epochs=2,
-        backend="serial",
-        max_frames=256,  # 2 updates of 2 x 16 agent steps x frame skip 4
-        log_every_frames=128,
         checkpoint_every_frames=128,
         keep_checkpoints=4,
-        seed=3,
-        **QUIET,
+        **TINY_PONG,
     )
     full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
     train(dataclasses.replace(cfg, run_dir=str(full)))
@@ -179,10 +177,8 @@ def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
         "clip", "clip_vloss", "vf_coef", "max_grad_norm", "obs_norm", "value_norm",
     }  # fmt: skip
     assert lean.rollout_steps == 8192 and lean.rollout_steps // lean.minibatches == 2048
-    cfg = dataclasses.replace(
-        lean, num_envs=2, num_steps=16, backend="serial", precision="fp32",
-        max_frames=256, log_every_frames=128, run_dir=str(tmp_path / "pong"), **QUIET,
-    )  # fmt: skip
+    tiny = {**TINY_PONG, "minibatches": lean.minibatches, "epochs": lean.epochs}
+    cfg = dataclasses.replace(lean, precision="fp32", run_dir=str(tmp_path / "pong"), **tiny)
     summary = train(cfg)
     assert summary["updates"] == 2 and summary["grad_steps"] == 2 * 4 * 4
     _, rows = rows_of(tmp_path / "pong")
