@@ -410,8 +410,13 @@ PRESETS: dict[str, PPOConfig] = {
 #   and ~1/6 of fast's (13.8-15M on the AMX machine).
 # - Per update of 32,768 frames: 4.3-4.5 s rollout and 6.6-7.3 s update (4 passes over each
 #   sample, as fast).
-# The levers were taken together, as published; which of them carry the gain is not measured
-# one by one. Not measured on a CPU with bf16, where fast has its figures.
+# - Without --obs-norm (seed 1, else this preset): -20.3 / -20.1 / -20.4 at 5 / 10 / 15 min,
+#   still -20.2 at 19.2 min (3.70M frames), stopped: the input normalization is what lets it
+#   leave the floor (docs/results/pong_ppo_lean_zen3/no_obs_norm_19min).
+# - Without --value-norm (seed 1): -16.8 / +6.0 / +16.1 at 5 / 10 / 15 min, solved at 18.1 min
+#   (3.42M frames) against 12.7 (2.33M): kept (one seed each; no_value_norm/).
+# The other levers (sizes, the adaptive rate, clip, coefficients) were taken as published and
+# not measured one by one. Not measured on a CPU with bf16, where fast has its figures.
 PRESETS["lean"] = dataclasses.replace(
     PRESETS["fast"],
     num_envs=64,
