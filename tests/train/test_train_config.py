@@ -19,6 +19,7 @@ from rapidrl.train import (
     load_config,
     save_config,
 )
+from rapidrl.train.lock import RunDirBusyError
 
 
 class Mode(Enum):
@@ -110,11 +111,17 @@ def test_run_dir_default_name_and_guards(tmp_path):
     run.save_config(Config())
     assert run.load_config(Config) == Config()
 
+    # `run` holds its directory: a second writer is refused, whatever it asks for.
+    with pytest.raises(RunDirBusyError, match="in use by pid"):
+        RunDir.create(run.path, algo="dqn", env_id="x")
+    run.release()
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
         RunDir.create(run.path, algo="dqn", env_id="x", resume=True)
     (run.checkpoints / "ckpt-000000000100.pt").write_bytes(b"x")
     with pytest.raises(FileExistsError, match="--resume"):
         RunDir.create(run.path, algo="dqn", env_id="x")
-    assert RunDir.create(run.path, algo="dqn", env_id="x", resume=True).path == run.path
+    resumed = RunDir.create(run.path, algo="dqn", env_id="x", resume=True)
+    assert resumed.path == run.path
+    resumed.release()
     with pytest.raises(ValueError, match="--run-dir"):
         RunDir.create(None, algo="dqn", env_id="x", resume=True)

@@ -35,11 +35,36 @@ def test_save_load_roundtrip(cache_dir):
     assert cache_key("pong", 8) in data["entries"]
 
 
-def test_corrupt_cache_is_ignored(cache_dir):
-    autotune_path().write_text("{not json")
-    assert load_autotune("pong", 8) is None
-    save_autotune("pong", 8, {"backend": "serial"})
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", bytes(range(256)) + bytes(range(44)), b"[1, 2]", b'{"entries": 3}'],
+    ids=["bad-json", "random-bytes", "a-list", "bad-entries"],
+)
+def test_corrupt_cache_is_ignored(cache_dir, content):
+    # Any file that cannot be read or parsed (300 bytes that are not UTF-8 raised
+    # UnicodeDecodeError) falls back to the default layout with a warning naming the file.
+    autotune_path().write_bytes(content)
+    with pytest.warns(RuntimeWarning, match="autotune cache .* is unusable"):
+        assert load_autotune("pong", 8) is None
+    with pytest.warns(RuntimeWarning, match="is unusable"):
+        with make_vec("CartPole-v1", 2, "auto") as venv:
+            assert venv.reset(seed=0)[0].shape == (2, 4)
+    with pytest.warns(RuntimeWarning, match="is unusable"):  # rewritten whole
+        save_autotune("pong", 8, {"backend": "serial"})
     assert load_autotune("pong", 8)["backend"] == "serial"
+
+
+def test_cache_write_that_fails_does_not_fail(cache_dir, monkeypatch):
+    import errno
+    import tempfile
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.warns(RuntimeWarning, match="could not write the autotune cache"):
+        assert save_autotune("pong", 8, {"backend": "serial"}) is None
+    assert not autotune_path().exists()
 
 
 def test_auto_uses_cache_entry(cache_dir):

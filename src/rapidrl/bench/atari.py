@@ -53,6 +53,7 @@ from rapidrl.bench.runner import (
 )
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
+from rapidrl.train.lock import RunLock
 
 __all__ = [
     "GAME_SETS",
@@ -578,6 +579,12 @@ def bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[s
     """Run (or go on with) the suite; write suite.json, suite.md and the curves; return the
     result."""
     b.validate()
+    # One bench writes an out dir at a time (each trainer locks its own run dir too).
+    with RunLock(b.out_dir, "suite directory"):
+        return _bench_atari(b, extra, argv)
+
+
+def _bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
     out = Path(b.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     where = f"on Ray ({b.ray}, {b.cpus_per_run:g} CPUs a run)" if b.ray else "one run at a time"

@@ -553,8 +553,12 @@ def main_bench_envs(cfg) -> int:
             keys = ("backend", "num_workers", "batch_size", "inline", "spin")
             choice = {k: best.get(k) for k in keys}
             path = save_autotune(env_id, n, choice, steps_per_s=best["steps_per_s"])
-            print(f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {path}")
-            verify_autotune(env_id, n, best, cfg.seconds, cfg.repeats)
+            where = path or "not saved (see the warning)"
+            print(
+                f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {where}"
+            )
+            if path is not None:
+                verify_autotune(env_id, n, best, cfg.seconds, cfg.repeats)
     if cfg.json:
         with open(cfg.json, "w") as f:
             json.dump(

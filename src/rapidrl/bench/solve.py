@@ -54,6 +54,7 @@ from rapidrl.bench.runner import (
 )
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
+from rapidrl.train.lock import RunLock
 
 __all__ = [
     "BenchSolveConfig",
@@ -402,6 +403,12 @@ def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float 
 def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
     """Run every seed, write solve.json / solve.md / solve.png, return the result."""
     b.validate()
+    # One bench writes an out dir at a time (each trainer locks its own run dir too).
+    with RunLock(b.out_dir, "bench directory"):
+        return _bench_solve(b, extra, argv)
+
+
+def _bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
     out = Path(b.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cpu = describe()

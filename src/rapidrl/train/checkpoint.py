@@ -318,7 +318,9 @@ class Checkpointer:
         arrays_meta = None
         if arrays:
             arrays = {k: np.asarray(v) for k, v in arrays.items()}
-            atomic_write(npz, lambda f: np.savez(f, **arrays))
+            atomic_write(
+                npz, lambda f: np.savez(f, **arrays), f"the arrays of checkpoint {pt.name}"
+            )
             arrays_meta = {"file": npz.name, "bytes": npz.stat().st_size, "keys": sorted(arrays)}
         elif npz.exists():
             npz.unlink()  # a stale npz from a checkpoint at the same frame count
@@ -334,8 +336,10 @@ class Checkpointer:
                 {"time": time.time(), "torch": torch.__version__, **(meta or {})}, "meta"
             ),
         }
-        atomic_write(pt, lambda f: torch.save(payload, f))
-        atomic_write_text(self.directory / "latest", pt.name + "\n")
+        atomic_write(pt, lambda f: torch.save(payload, f), f"checkpoint {pt.name}")
+        atomic_write_text(
+            self.directory / "latest", pt.name + "\n", "the pointer to the newest checkpoint"
+        )
         self._prune()
         self._last_frames = frames
         self._last_time = time.monotonic()

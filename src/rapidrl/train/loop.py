@@ -408,8 +408,8 @@ class RunSession:
         updates, [grad_steps,] this session's frames_per_second, device, run_dir, hardware (the CPU:
         :func:`rapidrl.hardware.hardware_record`), then ``extra``),
         plot the learning curve (a failed plot is a warning: it must never lose a finished run);
-        return the summary as written."""
-        self.close()
+        return the summary as written. The run dir's lock is released last."""
+        self._close_log()
         start_time, start_frames = self._start
         session_s = time.monotonic() - start_time
         fields: dict[str, Any] = {"algo": self.algo}
@@ -441,16 +441,24 @@ class RunSession:
             )
         except Exception as exc:  # a plot must never lose a finished run
             warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=3)
+        self.run.release()
         return summary
 
-    def close(self) -> None:
-        """Close the metrics log and the progress bar (again: nothing)."""
-        if self.log is not None:
-            self.log.close()
-            self.log = None
+    def _close_log(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        if self.log is not None:
+            log, self.log = self.log, None
+            log.close()
+
+    def close(self) -> None:
+        """Close the metrics log and the progress bar, release the run dir's lock (again:
+        nothing). The lock is released even if closing the log fails (a full disk)."""
+        try:
+            self._close_log()
+        finally:
+            self.run.release()
 
 
 class Every:
@@ -542,6 +550,14 @@ def parse_with_resume(
     return parse_config(cls, presets, argv, prog=prog, default_preset=default_preset)
 
 
+def _run_dir_of(path: Path) -> Path | None:
+    """The run directory a file of a run lies in (the nearest folder with a ``checkpoints/``)."""
+    for folder in (path, *path.parents):
+        if (folder / "checkpoints").is_dir():
+            return folder
+    return None
+
+
 def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
     """The ``rapidrl train ...`` tail shared by every trainer: run, turn a bad checkpoint or run
     dir into a ConfigError (printed as a clear message), a failed worker into exit code 1, and
@@ -550,9 +566,19 @@ def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
 
     from rapidrl.config import ConfigError
     from rapidrl.train.checkpoint import CheckpointError
+    from rapidrl.train.run import RunWriteError, list_checkpoints
 
     try:
         summary = train_fn(cfg)
+    except RunWriteError as exc:  # a full disk: say what, where, and how to go on
+        run_dir = _run_dir_of(Path(exc.filename or "."))
+        again = (
+            f"`{prog} --resume {run_dir}` goes on from its newest checkpoint"
+            if run_dir is not None and list_checkpoints(run_dir / "checkpoints")
+            else "the run had no checkpoint yet: start it again"
+        )
+        print(f"{prog}: error: {exc.strerror}; {again}", file=sys.stderr)
+        return 1
     except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
     except worker_errors as exc:

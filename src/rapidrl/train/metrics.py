@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rapidrl.train.run import atomic_write_text
+from rapidrl.train.run import RunWriteError, atomic_write_text, write_failed
 
 __all__ = ["KNOWN_COLUMNS", "EpisodeTracker", "MetricsLogger", "RunClock", "read_metrics"]
 
@@ -210,14 +210,17 @@ def _tag(key: str) -> str:
 
 
 def read_metrics(path: str | os.PathLike) -> tuple[list[str], list[dict[str, str]]]:
-    """(header, rows as str dicts) of a metrics CSV; ([], []) if it does not exist or is empty."""
+    """(header, rows as str dicts) of a metrics CSV; ([], []) if it does not exist or is empty.
+    A last line without its newline (a row being written now, or torn by a crash) is left out."""
     path = Path(path)
     if not path.exists():
         return [], []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    return list(reader.fieldnames or []), rows
 
 
 class MetricsLogger:
@@ -226,7 +229,10 @@ class MetricsLogger:
     ``resume_frames``: continue an earlier run from a checkpoint taken at that frame count: the
     existing CSV keeps its rows with ``frames <= resume_frames`` (later ones were logged after the
     checkpoint and will be produced again), and TensorBoard events past it are purged. Without
-    it an existing CSV is replaced. Both files are flushed at least every ``flush_every_s``.
+    it an existing CSV is replaced. A CSV row goes to disk whole as it is logged (one unbuffered
+    write; a failed one, e.g. on a full disk, is cut off again, so no torn line stays), and
+    TensorBoard is flushed at least every ``flush_every_s``. A failed write raises
+    :class:`rapidrl.train.run.RunWriteError` naming the file.
     """
 
     def __init__(
@@ -245,6 +251,7 @@ class MetricsLogger:
         self._columns: list[str] | None = None  # fixed when the header is written
         self._file = None
         self._writer = None
+        self._failed = False  # a write failed: close() then raises nothing more
         if resume_frames is not None:
             header, rows = read_metrics(self.csv_path)
             if header:
@@ -277,14 +284,43 @@ class MetricsLogger:
         )
         w.writeheader()
         w.writerows(rows)
-        atomic_write_text(self.csv_path, buf.getvalue())
+        try:
+            atomic_write_text(self.csv_path, buf.getvalue(), "the metrics log")
+        except RunWriteError:
+            self._failed = True
+            raise
         self._open_append()
 
     def _open_append(self) -> None:
-        self._file = open(self.csv_path, "a", newline="", encoding="utf-8")
+        try:
+            self._file = open(self.csv_path, "ab", buffering=0)
+        except OSError as exc:
+            raise self._fail(self.csv_path, "the metrics log", exc) from exc
+        self._line = io.StringIO()
         self._writer = csv.DictWriter(
-            self._file, fieldnames=self._columns, extrasaction="raise", lineterminator="\n"
+            self._line, fieldnames=self._columns, extrasaction="raise", lineterminator="\n"
         )
+
+    def _fail(self, path: Path, what: str, exc: OSError) -> RunWriteError:
+        self._failed = True
+        return exc if isinstance(exc, RunWriteError) else write_failed(path, what, exc)
+
+    def _append_row(self, row: Mapping[str, str]) -> None:
+        """Append one CSV line whole: a write that fails part way is truncated away."""
+        self._line.seek(0)
+        self._line.truncate()
+        self._writer.writerow(row)
+        data = memoryview(self._line.getvalue().encode("utf-8"))
+        start = os.fstat(self._file.fileno()).st_size
+        try:
+            while data:
+                data = data[self._file.write(data) :]
+        except OSError as exc:
+            try:
+                os.truncate(self.csv_path, start)
+            except OSError:
+                pass
+            raise self._fail(self.csv_path, "a row of the metrics log", exc) from exc
 
     def log(self, frames: int, metrics: Mapping[str, Any]) -> None:
         """Write one row: ``frames`` plus ``metrics`` (numbers; None/NaN -> empty CSV cell)."""
@@ -295,19 +331,22 @@ class MetricsLogger:
         else:
             new = [k for k in row if k not in self._columns]
             if new:  # widen the header: rewrite the file once with the new columns
-                self._file.flush()
                 _, old_rows = read_metrics(self.csv_path)
                 self._columns += new
                 self._rewrite(old_rows)
-        self._writer.writerow({k: _cell(v) for k, v in row.items()})
+        self._append_row({k: _cell(v) for k, v in row.items()})
         if self._tb is not None:
             for k, v in row.items():
                 if k == "frames" or v is None:
                     continue
                 try:
-                    self._tb.add_scalar(_tag(k), float(v), global_step=int(frames))
+                    value = float(v)
                 except (TypeError, ValueError):
                     continue
+                try:
+                    self._tb.add_scalar(_tag(k), value, global_step=int(frames))
+                except OSError as exc:  # the event writer's thread hit a full disk
+                    raise self._fail(Path(self._tb.log_dir), "TensorBoard events", exc) from exc
         if time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
 
@@ -321,20 +360,28 @@ class MetricsLogger:
         return list(self._columns or self._wanted)
 
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
+        """Flush TensorBoard (CSV rows are on disk as they are logged)."""
         if self._tb is not None:
-            self._tb.flush()
+            try:
+                self._tb.flush()
+            except OSError as exc:
+                raise self._fail(Path(self._tb.log_dir), "TensorBoard events", exc) from exc
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        self.flush()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        """Close both files. After a failed write it raises nothing more (that error is the
+        one to report)."""
+        failed = self._failed
+        file, self._file = self._file, None
+        tb, self._tb = self._tb, None
+        if file is not None:
+            file.close()
+        if tb is not None:
+            try:
+                tb.close()
+            except OSError as exc:
+                if not failed:
+                    raise self._fail(Path(tb.log_dir), "TensorBoard events", exc) from exc
 
     def __enter__(self) -> MetricsLogger:
         return self

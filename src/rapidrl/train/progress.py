@@ -134,4 +134,4 @@ def write_summary(
         "seconds_to_solve": tracker.seconds_to_solve,
         **(extra or {}),
     }
-    return atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
+    return atomic_write_text(path, json.dumps(summary, indent=2) + "\n", "the run summary")

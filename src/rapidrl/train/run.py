@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import json
 import os
 import re
@@ -26,9 +27,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from rapidrl.train.lock import RunLock, check_unlocked
+
 __all__ = [
     "CHECKPOINT_NAME",
     "RunDir",
+    "RunWriteError",
     "atomic_write",
     "atomic_write_text",
     "config_diff",
@@ -39,6 +43,7 @@ __all__ = [
     "load_config",
     "read_config_json",
     "save_config",
+    "write_failed",
 ]
 
 T = TypeVar("T")
@@ -76,36 +81,70 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
+class RunWriteError(OSError):
+    """A file of a run could not be written (a full disk, a quota, a lost mount): the message
+    names the file, what it holds and what to do; ``errno`` and ``filename`` are the OS's. What
+    was written before is whole (see :func:`atomic_write`)."""
+
+
+_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def write_failed(path: str | os.PathLike, what: str, exc: OSError) -> RunWriteError:
+    """The :class:`RunWriteError` for ``exc``, raised while writing ``what`` to ``path``."""
+    path = Path(path)
+    reason = exc.strerror or str(exc)
+    if exc.errno in _FULL:
+        fix = f"free space there (`df -h {path.parent}`)"
+    else:
+        fix = "make it writable again"
+    err = RunWriteError(
+        exc.errno or errno.EIO,
+        f"could not write {what} to {path}: {reason}. The files written before it are whole "
+        f"(the newest complete checkpoint is what resumes); {fix}, then run the command again",
+    )
+    err.filename = str(path)
+    return err
+
+
+def atomic_write(
+    path: str | os.PathLike, write: Callable[[IO[bytes]], None], what: str | None = None
+) -> Path:
     """Write ``path`` all-or-nothing: ``write(f)`` fills a temp file in the same directory, which
     is flushed, fsynced and then ``os.replace``-d over ``path``.
 
     A crash at any point leaves either the old file or the new one, never a torn one (at worst a
-    stray ``.<name>.*.tmp`` that the next write in that directory does not care about).
+    stray ``.<name>.*.tmp`` that the next write in that directory does not care about). A write
+    that fails (a full disk) removes its temp file and raises :class:`RunWriteError` naming the
+    file and ``what`` it holds (default: the file's name).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and not isinstance(exc, RunWriteError):
+            raise write_failed(path, what or path.name, exc) from exc
         raise
     _fsync_dir(path.parent)
     return path
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike, text: str, what: str | None = None) -> Path:
     """``atomic_write`` for UTF-8 text."""
     data = text.encode("utf-8")
-    return atomic_write(path, lambda f: f.write(data))
+    return atomic_write(path, lambda f: f.write(data), what)
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,7 +285,9 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "")
 
 def save_config(config: Any, path: str | os.PathLike) -> Path:
     """Write a dataclass config as indented JSON, atomically."""
-    return atomic_write_text(path, json.dumps(config_to_dict(config), indent=2) + "\n")
+    return atomic_write_text(
+        path, json.dumps(config_to_dict(config), indent=2) + "\n", "the run config"
+    )
 
 
 def read_config_json(
@@ -357,6 +398,14 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        self.lock: RunLock | None = None
+        """The directory's lock while this process writes it (``create``), else None."""
+
+    def release(self) -> None:
+        """Release the directory's lock (the end of a writer's session; again: nothing)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     @classmethod
     def create(
@@ -375,6 +424,10 @@ class RunDir:
         that exists). ``resume=True`` needs an existing ``run_dir`` holding checkpoints;
         ``resume=False`` refuses a ``run_dir`` that already holds checkpoints, so an earlier run
         is never overwritten by accident (``check`` makes these checks without creating anything).
+
+        The run returned holds the directory's lock (:class:`rapidrl.train.lock.RunLock`) until
+        :meth:`release`: another writer is refused with ``RunDirBusyError``. The checks are made
+        again once the lock is held, so two starts racing past ``check`` cannot both go on.
         """
         cls.check(run_dir, resume=resume)
         if run_dir is None:
@@ -392,7 +445,14 @@ class RunDir:
         else:
             run = cls(run_dir)
             run.path.mkdir(parents=True, exist_ok=True)
-        run.checkpoints.mkdir(parents=True, exist_ok=True)
+        run.lock = RunLock(run.path).acquire()
+        try:
+            if run_dir is not None:
+                cls._check_contents(run.path, resume=resume)  # what a racing start wrote
+            run.checkpoints.mkdir(parents=True, exist_ok=True)
+        except BaseException:
+            run.release()
+            raise
         return run
 
     @classmethod
@@ -403,7 +463,12 @@ class RunDir:
             if resume:
                 raise ValueError("--resume needs --run-dir: the run directory to continue")
             return
-        run = cls(run_dir)
+        check_unlocked(run_dir)
+        cls._check_contents(Path(run_dir), resume=resume)
+
+    @classmethod
+    def _check_contents(cls, path: Path, *, resume: bool) -> None:
+        run = cls(path)
         has_ckpts = run.has_checkpoints()
         if resume and not has_ckpts:
             raise FileNotFoundError(

@@ -13,6 +13,7 @@ import os
 import platform
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +47,30 @@ def cache_key(env_id: str, num_envs: int) -> str:
     return f"{platform.node()}|{os.cpu_count()}|{env_id}|{int(num_envs)}"
 
 
+def _unusable(path: Path, why: str) -> dict[str, Any]:
+    warnings.warn(
+        f"the autotune cache {path} is unusable ({why}); every backend='auto' env takes the "
+        "default layout until `rapidrl bench envs --autotune` writes it again (or delete it)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return {"version": _VERSION, "entries": {}}
+
+
 def _read(path: Path) -> dict[str, Any]:
+    """The cache's content; an empty cache if the file is absent, or (with a warning) if it
+    cannot be read or parsed: a cache is never worth failing a run for."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError, OSError):
+    except FileNotFoundError:
         return {"version": _VERSION, "entries": {}}
+    except OSError as exc:
+        return _unusable(path, exc.strerror or str(exc))
+    except ValueError as exc:  # not UTF-8 (UnicodeDecodeError) or not JSON (JSONDecodeError)
+        return _unusable(path, f"not a JSON file: {type(exc).__name__}")
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
-        return {"version": _VERSION, "entries": {}}
+        return _unusable(path, "not the {'version', 'entries'} object rapidrl writes")
     return data
 
 
@@ -74,15 +91,16 @@ def save_autotune(
     *,
     steps_per_s: float | None = None,
     path: str | Path | None = None,
-) -> Path:
-    """Store ``choice`` (``backend``, ``num_workers``, ``batch_size``); returns the file's path.
+) -> Path | None:
+    """Store ``choice`` (``backend``, ``num_workers``, ``batch_size``); returns the file's path,
+    or None (with a warning) if the file could not be written: a cache is never worth failing a
+    run for.
 
     The file is replaced atomically, so a concurrent reader sees the old or the new content.
     """
     if "backend" not in choice:
         raise ValueError(f"an autotune choice needs a 'backend', got {choice}")
     path = Path(path) if path else autotune_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = _read(path)
     data["version"] = _VERSION
     entry = {
@@ -97,15 +115,24 @@ def save_autotune(
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     data["entries"][cache_key(env_id, num_envs)] = entry
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-", suffix=".json")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-", suffix=".json")
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    except OSError as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        warnings.warn(
+            f"could not write the autotune cache {path} ({exc.strerror or exc}); the measured "
+            f"layout is not kept",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
     return path

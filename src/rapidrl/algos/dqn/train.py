@@ -98,7 +98,7 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     lrn = Learner(cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device)
     c = lrn.c
 
-    source = session = None
+    source = session = run = None
     threads = cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes)
     try:
         with num_threads(threads):
@@ -148,6 +148,8 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     finally:
         if session is not None:
             session.close()
+        elif run is not None:  # started, then failed before the session: unlock
+            run.release()
         if source is not None:
             source.close()
 

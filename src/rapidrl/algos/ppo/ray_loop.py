@@ -174,6 +174,8 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     finally:
         if session is not None:
             session.close()
+        elif run is not None:  # started, then failed before the session: unlock
+            run.release()
         if sampler is not None:
             sampler.shutdown()
 

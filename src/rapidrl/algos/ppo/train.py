@@ -137,7 +137,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     # Spaces, options, frame skip and stop score from one probe env; the learner (network,
     # Adam, generators, counters) from them.
     env = probe_env(cfg, "PPO")
-    rollout = session = None
+    rollout = session = run = None
     try:
         with num_threads(cfg.torch_threads or cpu_count()):
             lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
@@ -192,6 +192,8 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     finally:
         if session is not None:
             session.close()
+        elif run is not None:  # started, then failed before the session: unlock
+            run.release()
         if rollout is not None:
             rollout.close()
 

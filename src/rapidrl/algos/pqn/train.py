@@ -104,7 +104,7 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
-    rollout = session = None
+    rollout = session = run = None
     try:
         with num_threads(cfg.torch_threads or cpu_count()):
             seed_everything(cfg.seed)
@@ -161,6 +161,8 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     finally:
         if session is not None:
             session.close()
+        elif run is not None:  # started, then failed before the session: unlock
+            run.release()
         if rollout is not None:
             rollout.close()
 
