@@ -455,20 +455,23 @@ def test_cli_train_resume_eval(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------
 # Learning (slow stage)
 # --------------------------------------------------------------------------------------------
-# The cartpole preset: measured on the 2-core machine (torch_threads 1, a benchmark running
-# beside it), seeds 1-4 reached a mean-100 return > 475 after 113k-137k frames, 7.8-9.7 s of
-# training. The bar here is CartPole-v1's own threshold (the auto stop score).
+# The cartpole preset (torch_threads 1, serial envs: the run is deterministic for a seed): seeds
+# 1-4 reached a mean-100 return > 475 after 113k-137k frames; seed 1 after 131,584. The bar is
+# CartPole-v1's own threshold (the auto stop score); the budget, 200k frames, bounds the run.
+# The schedules span the preset's 500k frames, as measured.
 @pytest.mark.slow
 def test_pqn_learns_cartpole(tmp_path):
     cfg = dataclasses.replace(
         PRESETS["cartpole"],
-        max_minutes=1.5,
+        seed=1,
+        max_frames=200_000,
+        schedule_frames=500_000,
         run_dir=str(tmp_path / "cp"),
         log_every_frames=20_480,
         **QUIET,
     )
     s = train(cfg)
     assert s["solved"], s
-    # Behaviour only; how fast it gets there is a benchmark's figure:
+    assert s["frames"] < cfg.max_frames and s["return_mean_100"] > 475
+    # How fast (in seconds) it gets there is a benchmark's figure, not this test's:
     # rapidrl bench solve --algo pqn --preset cartpole --env CartPole-v1 --seeds 1,2,3
-    assert s["return_mean_100"] > 475

@@ -1,8 +1,9 @@
 """The trainers' Ray drivers with ``--ray serial``: the same driver code as on a cluster, its
 workers (:class:`rapidrl.distributed.SerialSampler`) in this process, no Ray needed. Compared
 with the local loop on the same seed: the same initial network, the same run directory (plus the
-``ray_*`` columns and the ``ray`` section), the same counters for the same frame budget (PPO), the
-replay ratio of the local loop (DQN), and resume."""
+``ray_*`` columns and the ``ray`` section), the same counters, metrics and weights for the same
+frame budget (PPO, its worker given the local loop's seeds), the replay ratio of the local loop
+(DQN), and resume."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ from rapidrl.algos.ppo.config import PRESETS as PPO_PRESETS
 from rapidrl.algos.ppo.learner import make_policy
 from rapidrl.algos.ppo.train import train as train_ppo
 from rapidrl.config import ConfigError
+from rapidrl.distributed import sampler as sampler_module
 from rapidrl.distributed.policy import ActorCriticPolicy
 from rapidrl.distributed.training import RAY_COLUMNS
+from rapidrl.distributed.worker import RolloutWorker
 from rapidrl.train import list_checkpoints, read_metrics
+from rapidrl.train.seeding import seed_of
 
 RUN = dict(
     log_every_seconds=0,
@@ -72,24 +76,103 @@ def _first_weights(run_dir, key):
     return torch.load(path, weights_only=True)["state"][key]
 
 
-def test_ppo_serial_driver_matches_the_local_loop(tmp_path):
-    local = train_ppo(dataclasses.replace(PPO_CARTPOLE, run_dir=str(tmp_path / "local")))
-    serial = train_ppo(
-        dataclasses.replace(
-            PPO_CARTPOLE, ray="serial", workers="1", run_dir=str(tmp_path / "serial")
-        )
+class _LocalLoopSeededWorker(RolloutWorker):
+    """A :class:`RolloutWorker` that draws its random numbers as the PPO local loop does.
+
+    The two drivers draw them differently, by design, in two places:
+
+    - seeds: a worker derives its env seed and its action generator's seed from
+      ``SeedSequence([seed, worker_id])`` (independent streams per Ray worker); the local loop
+      resets its envs with ``seed`` (env ``i``: ``seed + i``) and samples actions with the
+      learner's ``act_gen`` (``seed_of(seed, 1)``). This worker takes the local loop's seeds.
+    - the bootstrap pass: after a rollout the worker gets ``V(last_obs)`` from ``policy.act``,
+      which also samples (and discards) actions, so its generator moves on; the local loop calls
+      ``net.value`` and draws nothing. This worker restores its generator around that pass.
+
+    Everything else, including the driver's batch assembly, GAE and update, is the real thing.
+    """
+
+    def __init__(self, *args, seed: int = 0, **kwargs):
+        super().__init__(*args, seed=seed, **kwargs)
+        self._rng_state = torch.Generator().manual_seed(seed_of(seed, 1)).get_state()
+        self.obs, _ = self.venv.reset(seed=seed)
+
+    def collect_rollout(self, num_steps, *args, **kwargs):
+        act, calls = self._act, 0
+
+        def act_then_bootstrap(obs, epsilon):
+            nonlocal calls
+            calls += 1
+            if calls <= num_steps:  # a step of the rollout
+                return act(obs, epsilon)
+            state = self._rng_state  # the bootstrap pass after the last step
+            out = act(obs, epsilon)
+            self._rng_state = state
+            return out
+
+        self._act = act_then_bootstrap
+        try:
+            return super().collect_rollout(num_steps, *args, **kwargs)
+        finally:
+            del self._act
+
+
+def test_ppo_serial_driver_matches_the_local_loop(tmp_path, monkeypatch):
+    """With the local loop's random numbers (:class:`_LocalLoopSeededWorker`) the Ray driver
+    takes the same steps, so every metrics row (timings aside) and the network and Adam state
+    after every update are exactly the local loop's. Both build and train their network on one
+    torch thread: the Ray driver builds it before it sets its learner threads, and the
+    orthogonal init rounds differently on another thread count (~2e-7)."""
+    monkeypatch.setattr(sampler_module, "RolloutWorker", _LocalLoopSeededWorker)
+    cfg = dataclasses.replace(
+        PPO_CARTPOLE, precision="fp32", checkpoint_every_frames=64, keep_checkpoints=10
     )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local = train_ppo(dataclasses.replace(cfg, run_dir=str(tmp_path / "local")))
+        serial = train_ppo(
+            dataclasses.replace(cfg, ray="serial", workers="1", run_dir=str(tmp_path / "serial"))
+        )
+    finally:
+        torch.set_num_threads(threads)
     # The same budget gives the same counters: 5 rollouts of 2 envs x 32 steps, 2 epochs x 4.
-    for key in ("frames", "steps", "updates", "grad_steps"):
+    for key in ("frames", "steps", "updates", "grad_steps", "episodes"):
         assert serial[key] == local[key], key
     assert local["updates"] == 5 and local["grad_steps"] == 5 * 2 * 4
     assert serial["ray"]["workers"] == 1 and serial["ray"]["frames_by_node"] == {"local": 320}
     header_l, rows_l = _rows(tmp_path / "local")
     header_s, rows_s = _rows(tmp_path / "serial")
     assert header_s == [*header_l, "policy_lag", *RAY_COLUMNS]
-    assert [r["updates"] for r in rows_s] == [r["updates"] for r in rows_l]
+    # One row per update: the episodes, returns and losses of each are the local loop's.
+    assert [r["updates"] for r in rows_l] == ["1", "2", "3", "4", "5"]
+    assert int(rows_l[-1]["episodes"]) > 5  # CartPole episodes ended: returns are compared
+    timings = {"seconds", "fps", "rollout_s", "update_s"}
+    for row_l, row_s in zip(rows_l, rows_s, strict=True):
+        assert {k: row_s[k] for k in header_l if k not in timings} == {
+            k: v for k, v in row_l.items() if k not in timings
+        }, row_l["updates"]
     # Synchronous: every rollout acted with the latest weights.
     assert all(float(r["policy_lag"]) == 0 for r in rows_s)
+    # The network and the optimizer after every update (a checkpoint each), the final included.
+    ckpts_l = list_checkpoints(os.path.join(tmp_path / "local", "checkpoints"))
+    ckpts_s = list_checkpoints(os.path.join(tmp_path / "serial", "checkpoints"))
+    assert [os.path.basename(p) for p in ckpts_s] == [os.path.basename(p) for p in ckpts_l]
+    assert len(ckpts_l) == 5
+    for path_l, path_s in zip(ckpts_l, ckpts_s):
+        state_l = torch.load(path_l, weights_only=True)["state"]
+        state_s = torch.load(path_s, weights_only=True)["state"]
+        where = os.path.basename(path_l)
+        assert state_l["net"].keys() == state_s["net"].keys()
+        for k in state_l["net"]:
+            assert torch.equal(state_l["net"][k], state_s["net"][k]), f"{where}: net.{k}"
+        torch.testing.assert_close(
+            state_s["optim"]["state"],
+            state_l["optim"]["state"],
+            rtol=0,
+            atol=0,
+            msg=lambda m, where=where: f"{where}: {m}",
+        )
 
 
 def test_ppo_serial_driver_with_value_norm_acts_in_the_return_scale(tmp_path):

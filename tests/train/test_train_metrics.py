@@ -106,7 +106,6 @@ def test_resume_truncates_rows_after_checkpoint(tmp_path):
 
 
 def test_tensorboard_tags(tmp_path):
-    pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with MetricsLogger(tmp_path / "m.csv", tmp_path / "tb") as log:

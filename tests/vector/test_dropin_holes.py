@@ -107,15 +107,59 @@ def test_reset_with_a_seed_list(backend):
         assert obs.shape == (4, 4)
 
 
-def test_restart_after_a_crash_keeps_per_env_seeds_distinct():
-    fns = [functools.partial(CountingEnv, crash_at=c) for c in (None, 2)]
-    with make_vec(fns, 2, "hybrid", num_workers=2, inline=True, restart_on_crash=True) as venv:
-        venv.reset(seed=[7, 3])
-        for _ in range(3):
-            _, _, _, truncated, infos = venv.step(np.zeros(2, np.int64))
-            if infos["worker_restarted"].any():
-                break
-        assert infos["worker_restarted"][1] and truncated[1]
+def _counting_stream(seed: int, steps: int) -> np.ndarray:
+    """A :class:`CountingEnv` reset with ``seed`` and stepped ``steps`` times with action 0, reset
+    in the same step an episode ends (as the vector envs do): the ``steps + 1`` observations."""
+    env = CountingEnv()
+    out = [env.reset(seed=seed)[0]]
+    for _ in range(steps):
+        obs, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            obs, _ = env.reset()
+        out.append(obs)
+    return np.array(out)
+
+
+@pytest.mark.parametrize(
+    "seed, env_seeds, steps",
+    # an int seeds env i with seed + i; a crash in a step restarts the env with its seed of the
+    # last reset + num_envs * restarts, so it cannot replay its episode nor another env's. The
+    # list case stops after one restart: a second would give env 1 seed 3 + 2 * 2 = 7, env 0's
+    # (the shift keeps consecutive seeds apart, not arbitrary lists).
+    [(10, (10, 11), 4), ([7, 3], (7, 3), 2)],
+    ids=["int", "list"],
+)
+@pytest.mark.parametrize("crashing", [0, 1], ids=["in-worker-process", "inline"])
+def test_restart_after_a_crash_keeps_per_env_seeds_distinct(seed, env_seeds, steps, crashing):
+    # CountingEnv(crash_at=2) crashes at every 2nd step since it was made (restarts included).
+    n = len(env_seeds)
+    fns = [functools.partial(CountingEnv, crash_at=2 if i == crashing else None) for i in range(n)]
+    with make_vec(fns, n, "hybrid", num_workers=2, inline=True, restart_on_crash=True) as venv:
+        obs, _ = venv.reset(seed=seed)
+        seen = [obs]
+        for k in range(1, steps + 1):
+            obs, _, _, truncated, infos = venv.step(np.zeros(n, np.int64))
+            seen.append(obs)
+            crashed = k % 2 == 0
+            assert infos["worker_restarted"][crashing] == truncated[crashing] == crashed, k
+    seen = np.array(seen)  # [steps + 1, n, 4]
+    restart_seeds = [env_seeds[crashing] + n * r for r in range(1, steps // 2 + 1)]
+    all_seeds = [*env_seeds, *restart_seeds]
+    first_obs = [_counting_stream(s, 0)[0] for s in all_seeds]
+    # every seed gives a different first observation, so each check below tells seeds apart
+    assert len({tuple(o) for o in first_obs}) == len(all_seeds), all_seeds
+    for i, s in enumerate(env_seeds):
+        if i != crashing:  # the other env is not disturbed: its whole stream from its own seed
+            np.testing.assert_array_equal(
+                seen[:, i], _counting_stream(s, steps), err_msg=f"env {i}"
+            )
+    # the crashing env: its seed's stream until the crash, then the stream of each restart seed
+    expected = [_counting_stream(s, 1) for s in (env_seeds[crashing], *restart_seeds)]
+    np.testing.assert_array_equal(
+        seen[:, crashing],
+        np.concatenate(expected)[: steps + 1],
+        err_msg=f"env {crashing} seeds {all_seeds}",
+    )
 
 
 # --- hole 9: unknown env ids -----------------------------------------------------------------------

@@ -141,20 +141,42 @@ def test_sync_batch_layout_and_infos():
         assert infos["final_obs"].shape == obs.shape
 
 
-def test_async_slow_env_does_not_stall_the_rest():
-    """First-ready batches: env 0 sleeps 0.3 s per step, the others keep flowing meanwhile."""
-    fns = _env_fns(delays=[0.3, 0.0, 0.0, 0.0])
+class _GatedEnv(CountingEnv):
+    """Each step waits (at most 20 s) until the file ``gate`` exists: a slow env, held up for as
+    long as the test wants."""
+
+    def __init__(self, gate: str, **kwargs):
+        super().__init__(**kwargs)
+        self.gate = gate
+
+    def step(self, action):
+        deadline = time.monotonic() + 20.0
+        while not os.path.exists(self.gate) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return super().step(action)
+
+
+def test_async_slow_env_does_not_stall_the_rest(tmp_path):
+    """First-ready batches: while env 0's step is held up, the other envs keep stepping. A
+    backend that waited for env 0 would return nothing until its step ends (the gate's 20 s
+    bound), and env 0's result would come before the others had made their 20 steps."""
+    gate = str(tmp_path / "gate")
+    fns = [functools.partial(_GatedEnv, gate)] + _env_fns()[1:]
     with make_vec(fns, N, "async", num_workers=4, batch_size=1) as venv:
         _, infos = venv.reset(seed=0)
         ids = infos["env_id"]
         counts = np.zeros(N, np.int64)
-        deadline = time.monotonic() + 1.0
-        while counts[0] < 2 and time.monotonic() < deadline + 5:
+        while counts[1:].min() < 20:
+            venv.send(np.zeros(len(ids), np.int64), ids)
+            *_, ids = venv.recv()
+            counts[ids] += 1
+            assert counts[0] == 0, counts  # env 0 is still in its first step
+        open(gate, "w").close()  # let env 0's step end: its result comes next, then it flows
+        while counts[0] < 2:
             venv.send(np.zeros(len(ids), np.int64), ids)
             *_, ids = venv.recv()
             counts[ids] += 1
     assert counts[0] == 2
-    assert counts[1:].min() > 10 * counts[0], counts
 
 
 class _MarkerEnv(CountingEnv):
@@ -199,9 +221,6 @@ def test_inline_group_steps_in_this_process_after_the_workers_got_their_actions(
 
 def test_pong_serial_equals_hybrid():
     """The real Atari stack (make_env) through processes: identical to serial."""
-    pytest.importorskip("rapidrl.envs")
-    from rapidrl.envs import make_env  # noqa: F401
-
     opts = {"max_episode_frames": 160}  # truncates after ~40 agent steps
     acts = np.random.default_rng(0).integers(0, 6, size=(2, 45))
     with make_vec("pong", 2, "serial", env_options=opts) as venv:
@@ -216,7 +235,6 @@ def test_pong_serial_equals_hybrid():
 def test_atari_life_loss_is_not_an_episode_end():
     """make_env's Atari stack reports real games itself: a lost life terminates the learner's
     episode, but only game over is an episode end, with the whole game's score and length."""
-    pytest.importorskip("rapidrl.envs")
     with make_vec("breakout", 1, "serial") as venv:
         venv.reset(seed=0)
         rng = np.random.default_rng(0)
