@@ -34,7 +34,7 @@ from rapidrl.algos.ppo.learner import (
 from rapidrl.algos.ppo.train import LSTM_PRESETS, train
 from rapidrl.envs.memory import CARTPOLE_NO_VEL, MemoryEnvFactory
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.train import load_latest, read_metrics
+from rapidrl.train import config_from_dict, load_latest, read_metrics
 from rapidrl.train.testing import assert_same
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "policy_loss")
@@ -121,14 +121,18 @@ def test_short_pong_run(tmp_path, preset):
     assert ckpt.state["counters"]["updates"] == 2
 
 
-def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_path):
-    """--obs-norm --value-norm on Pong at 52x52 with two frames: the statistics hold exactly the
-    steps seen, travel in the checkpoint (a stopped and resumed run equals the uninterrupted
-    one, statistics included) and drive the policy `rapidrl eval` loads."""
-    from rapidrl.algos.ppo.train import eval_policy
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_path, recurrent):
+    """--obs-norm --value-norm on Pong at 52x52 with two frames, feed-forward and PPO-LSTM: the
+    statistics hold exactly the steps seen, travel in the checkpoint (a stopped and resumed run
+    equals the uninterrupted one, statistics included) and drive the policy `rapidrl eval`
+    loads."""
+    from rapidrl.algos.ppo.train import RecurrentPolicy, eval_policy
 
     cfg = dataclasses.replace(
         PRESETS["fast"],
+        recurrent=recurrent,
+        lstm_hidden=16,
         obs_size=52,
         frame_stack=2,
         obs_norm=True,
@@ -157,8 +161,10 @@ def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_pat
     assert float(net_state["value_rms.count"]) == pytest.approx(64, abs=1e-3)
     mean = net_state["obs_rms.mean"]
     assert mean.shape == (2, 52, 52) and 0 < float(mean.mean()) < 255
+    assert ("lstm.weight_hh_l0" in net_state) == recurrent
     config = json.loads((full / "config.json").read_text())
     act, _, _ = eval_policy(config, load_latest(full, read_only=True))
+    assert isinstance(act, RecurrentPolicy) == recurrent
     frames = np.random.default_rng(0).integers(0, 256, (3, 2, 52, 52), dtype=np.uint8)
     assert act(frames).shape == (3,)
 
@@ -184,6 +190,32 @@ def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
     _, rows = rows_of(tmp_path / "pong")
     assert float(rows[0]["lr"]) != 3e-4  # adapted after every minibatch step
     make_policy(cfg, (2, 52, 52), 6).load_state_dict(load_latest(tmp_path / "pong").state["net"])
+
+
+def test_ppo_lstm_lean_preset_resolves_and_trains(tmp_path, capsys):
+    """`rapidrl train ppo-lstm --preset lean` is lean with the LSTM (input and value
+    normalization included) and trains: here two updates of a tiny Pong rollout."""
+    from rapidrl.algos.ppo.train import parse_ppo_args
+
+    assert LSTM_PRESETS["lean"] == dataclasses.replace(PRESETS["lean"], recurrent=True)
+    cfg = parse_ppo_args(["--preset", "lean"], "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)
+    assert cfg.recurrent and cfg.obs_norm and cfg.value_norm and cfg.kl_adaptive_lr == 0.01
+    run = tmp_path / "lean"
+    tiny = ["--num-envs", "2", "--num-steps", "16", "--backend", "serial", "--max-frames", "256"]
+    tiny += ["--minibatches", "2", "--epochs", "2", "--precision", "fp32", "--seed", "3"]
+    tiny += ["--torch-threads", "1", "--no-progress", "--no-tensorboard"]
+    argv = ["train", "ppo-lstm", "--preset", "lean", *tiny, "--run-dir", str(run)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["recurrent"] and summary["updates"] == 2 and summary["grad_steps"] == 8
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["recurrent"] and saved["obs_norm"] and saved["value_norm"]
+    assert (saved["obs_size"], saved["frame_stack"]) == (52, 2)
+    net = make_policy(config_from_dict(PPOConfig, saved), (2, 52, 52), 6)
+    net.load_state_dict(load_latest(run).state["net"])
+    assert isinstance(net, RecurrentActorCritic)
+    assert float(net.obs_rms.count) == pytest.approx(64, abs=1e-3)  # 2 rollouts x 32 steps
+    assert float(net.value_rms.count) == pytest.approx(64, abs=1e-3)
 
 
 def test_value_norm_trains_on_normalized_returns_after_merging_them():
@@ -272,9 +304,13 @@ def test_rollout_advantages_of_ragged_envs_match_the_definition():
 
 
 def synthetic_batch(net, t_len, n_env, *, ragged: bool, seed: int = 0) -> TrainBatch:
-    """A rollout with episode starts inside it, old log-probs/values from ``net`` itself."""
+    """A rollout with episode starts inside it, old log-probs/values from ``net`` itself; uint8
+    frames for a net that normalizes its input, else float observations."""
     g = torch.Generator().manual_seed(seed)
-    obs = torch.randn(t_len, n_env, *net.obs_shape, generator=g)
+    if getattr(net, "obs_rms", None) is not None:
+        obs = torch.randint(0, 256, (t_len, n_env, *net.obs_shape), dtype=torch.uint8, generator=g)
+    else:
+        obs = torch.randn(t_len, n_env, *net.obs_shape, generator=g)
     starts = torch.rand(t_len, n_env, generator=g) < 0.2
     actions = torch.randint(net.num_actions, (t_len, n_env), generator=g)
     h0 = torch.randn(net.num_layers, n_env, net.hidden_size, generator=g) * 0.5
@@ -313,6 +349,61 @@ def test_loop_and_packed_updates_match(ragged):
             assert stats[k] == pytest.approx(v, rel=1e-4, abs=1e-6), (mode, k)
         for k in ref_params:
             torch.testing.assert_close(params[k], ref_params[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_loop_and_packed_updates_match_with_input_and_value_normalization(ragged):
+    """The learner's recurrent path with --obs-norm --value-norm (statistics merged from the
+    rollout, values and returns normalized, frames normalized before the torso) trains the
+    same in every sequence mode: two rollouts through Learner.train_on_rollout, fp32."""
+    import time
+
+    from rapidrl.algos.ppo.learner import Learner
+
+    shape = (2, 16, 16)
+    cfg = PPOConfig(
+        env="pong", recurrent=True, lstm_hidden=16, torso="small", precision="fp32",
+        num_envs=6, minibatches=3, epochs=2, lr=3e-3, obs_norm=True, value_norm=True,
+    )  # fmt: skip
+
+    def learner(**kw):
+        torch.manual_seed(0)
+        return Learner(dataclasses.replace(cfg, **kw), shape, 4, torch.device("cpu"))
+
+    ref = learner(sequence_mode="loop")
+    g = torch.Generator().manual_seed(1)
+    seen = torch.randint(0, 200, (64, *shape), dtype=torch.uint8, generator=g)
+    ref.net.obs_rms.update(seen)  # a previous rollout's frames: non-trivial statistics
+    batch = synthetic_batch(ref.net, 16, 6, ragged=ragged)
+    # Returns far from N(0, 1): the value normalization matters.
+    batch = batch._replace(returns=batch.returns * 20.0 + 50.0)
+    start = copy.deepcopy(ref.net.state_dict())
+    results = {}
+    for mode in ("loop", "packed", "packed_sequence"):
+        lrn = learner(sequence_mode=mode)
+        lrn.net.load_state_dict(start)
+        for _ in range(2):
+            lrn.train_on_rollout(batch, rollout_s=0.0, t_start=time.perf_counter())
+        acc = {k: lrn.c.acc[k] for k in LOSSES}
+        results[mode] = (acc, lrn.c.grad_steps, lrn.net.state_dict())
+    ref_acc, ref_steps, ref_params = results["loop"]
+    assert ref_steps == 12 and ref_acc["approx_kl"] > 0
+    n_valid = int(batch.valid.sum())
+    assert float(ref_params["value_rms.count"]) == pytest.approx(2 * n_valid, abs=1e-3)
+    assert float(ref_params["obs_rms.count"]) == pytest.approx(64 + 2 * n_valid, abs=1e-3)
+    for mode in ("packed", "packed_sequence"):
+        acc, steps, params = results[mode]
+        assert steps == ref_steps
+        for k, v in ref_acc.items():
+            assert acc[k] == pytest.approx(v, rel=1e-4, abs=1e-6), (mode, k)
+        for k in ref_params:
+            torch.testing.assert_close(params[k], ref_params[k], rtol=1e-5, atol=1e-6)
+    # The normalizations are in play: without them the same start trains to other weights.
+    plain = learner(sequence_mode="packed", obs_norm=False, value_norm=False)
+    plain.net.load_state_dict({k: v for k, v in start.items() if "_rms." not in k})
+    plain.train_on_rollout(batch, rollout_s=0.0, t_start=time.perf_counter())
+    weight = "lstm.weight_hh_l0"
+    assert not torch.allclose(plain.net.state_dict()[weight], ref_params[weight], atol=1e-4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -596,8 +687,7 @@ def test_help_lists_every_field(capsys, command):
     for f in dataclasses.fields(PPOConfig):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
-    lean = ", lean" if command == "ppo" else ""  # lean's normalizations are feed-forward only
-    assert f"presets: cartpole, fast{lean}, ppo, ppo-lstm" in out
+    assert "presets: cartpole, fast, lean, ppo, ppo-lstm" in out
 
 
 @pytest.mark.parametrize(
@@ -616,7 +706,7 @@ def test_help_lists_every_field(capsys, command):
         (["--obs-size", "32"], "use --torso small for smaller frames"),
         (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
         (["--preset", "cartpole", "--obs-norm"], "--obs-norm normalizes image frames"),
-        (["--recurrent", "--value-norm"], "--value-norm are feed-forward only"),
+        (["--preset", "cartpole", "--recurrent", "--obs-norm"], "--obs-norm normalizes image"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):

@@ -1,6 +1,6 @@
-"""RunningMeanStd against numpy over the concatenated samples, and the actor-critic's input and
-value normalization: prepared batches equal raw ones, the values it acts with are the head's
-output in the return scale."""
+"""RunningMeanStd against numpy over the concatenated samples, and the actor-critics' input and
+value normalization (feed-forward and recurrent): prepared batches equal raw ones, the inputs are
+numpy's normalized pixels, the values they act with are the head's output in the return scale."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import torch
 
 from rapidrl.nets.actor_critic import ActorCritic
 from rapidrl.nets.normalize import RunningMeanStd
+from rapidrl.nets.recurrent import RecurrentActorCritic, lstm_loop
+from rapidrl.nets.torso import make_torso
 
 
 def test_running_stats_equal_numpy_over_all_batches():
@@ -96,3 +98,61 @@ def test_value_norm_acts_in_the_return_scale_and_trains_on_the_head():
     keys = set(net.state_dict())
     assert {"value_rms.mean", "value_rms.var", "value_rms.count"} <= keys
     assert not any(k.startswith("obs_rms") for k in keys)
+
+
+def test_recurrent_net_normalizes_its_input_and_values_as_numpy():
+    """RecurrentActorCritic with obs_norm and value_norm: the torso sees numpy's normalized
+    pixels ((x - mean) / sqrt(var + eps), clamped to +-5, statistics over every frame merged) in
+    training and in acting; forward_sequence, act and value give the head's output in the
+    return scale, evaluate the head's output itself; the statistics are state-dict buffers."""
+    shape, n_act, t_len, n_env = (2, 16, 16), 5, 6, 3
+    torch.manual_seed(0)
+    torso = make_torso(shape, kind="small")
+    net = RecurrentActorCritic(
+        shape, n_act, hidden_size=8, torso=torso, obs_norm=True, value_norm=True
+    )
+    rng = np.random.default_rng(2)
+    seen = [rng.integers(0, 120, (n, *shape), dtype=np.uint8) for n in (5, 40)]
+    for frames in seen:
+        net.obs_rms.update(torch.as_tensor(frames))
+    returns = np.array([10.0, 30.0, 20.0, 40.0, -5.0])
+    net.value_rms.update(torch.as_tensor(returns))
+    every = np.concatenate(seen).astype(np.float64)
+    frames = torch.as_tensor(rng.integers(0, 256, (t_len, n_env, *shape), dtype=np.uint8))
+    x_np = np.clip((frames.numpy() - every.mean(0)) / np.sqrt(every.var(0) + 1e-5), -5, 5)
+    v_mean, v_std = returns.mean(), np.sqrt(returns.var() + 1e-5)
+    starts = torch.as_tensor(rng.random((t_len, n_env)) < 0.3)
+    state = net.initial_state(n_env)
+    actions = torch.as_tensor(rng.integers(0, n_act, (t_len, n_env)))
+    with torch.no_grad():
+        seq = net.forward_sequence(frames, starts, state, mode="loop")
+        packed = net.forward_sequence(frames, starts, state, mode="packed")
+        head_out = net.evaluate(frames, starts, state, actions)
+        # By hand: the torso on numpy's normalized pixels, the LSTM loop, the heads.
+        x = torch.as_tensor(x_np, dtype=torch.float32).flatten(0, 1)
+        feats = net.torso(x).view(t_len, n_env, -1)
+        out, _ = lstm_loop(net.lstm, feats, starts, state)
+        logits, head = net.actor(out), net.critic(out).squeeze(-1)
+        act = net.act(frames[0], state, None, starts[0])
+        boot = net.value(frames[0], state)
+    assert seq.logits.shape == (t_len, n_env, n_act) and seq.values.shape == (t_len, n_env)
+    assert head_out.values.shape == head_out.logprob.shape == (t_len, n_env)
+    assert act.action.shape == act.value.shape == (n_env,) and act.logits.shape == (n_env, n_act)
+    tol = dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(seq.logits, logits, **tol)
+    want = (head.double() * v_std + v_mean).float()
+    torch.testing.assert_close(seq.values, want, **tol)
+    torch.testing.assert_close(packed.values, want, **tol)
+    torch.testing.assert_close(head_out.values, head, **tol)  # the loss sees the head's output
+    # Acting: one step from the zero store is the sequence's first step.
+    torch.testing.assert_close(act.logits, logits[0], **tol)
+    torch.testing.assert_close(act.value, want[0], **tol)
+    torch.testing.assert_close(boot, want[0], **tol)
+    sd = net.state_dict()
+    assert sd["obs_rms.mean"].shape == shape and sd["value_rms.mean"].shape == ()
+    assert float(sd["obs_rms.count"]) == pytest.approx(45, abs=1e-3)
+    assert float(sd["value_rms.count"]) == pytest.approx(5, abs=1e-3)
+    with pytest.raises(ValueError, match="image observations"):
+        RecurrentActorCritic((4,), 2, obs_norm=True)
+    plain = RecurrentActorCritic((4,), 2, value_norm=True)
+    assert plain.obs_rms is None and not any(k.startswith("obs_rms") for k in plain.state_dict())

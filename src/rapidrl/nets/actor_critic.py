@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
-from rapidrl.nets.normalize import RunningMeanStd
+from rapidrl.nets.normalize import NormalizedActorCritic
 from rapidrl.nets.torso import ConvTorso, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
@@ -55,7 +55,7 @@ def _head(in_dim: int, out_dim: int, std: float) -> nn.Linear:
     return layer
 
 
-class ActorCritic(nn.Module):
+class ActorCritic(NormalizedActorCritic, nn.Module):
     """``torso -> actor logits [n, A]`` and ``-> critic value [n]``.
 
     Args:
@@ -72,12 +72,10 @@ class ActorCritic(nn.Module):
         torso_kind: the image torso when ``torso`` is None: ``nature`` or ``small`` (see
             :func:`rapidrl.nets.torso.make_torso`).
         obs_norm: image observations only: each pixel of the stack normalized by its running
-            mean and standard deviation (``obs_rms``, clamped to +-5) instead of scaled to
-            [0, 1] (rl_games' ``normalize_input``). A uint8 input is a raw frame stack and is
-            normalized; a float one is taken as already normalized (what :meth:`prepare`
-            returns).
-        value_norm: the critic head predicts returns normalized by their running mean and
-            standard deviation (``value_rms``; rl_games' ``normalize_value``). ``forward``,
+            mean and standard deviation (``obs_rms``) instead of scaled to [0, 1]; a float
+            input is taken as already normalized (what :meth:`prepare` returns). See
+            :class:`rapidrl.nets.normalize.NormalizedActorCritic`.
+        value_norm: the critic head predicts normalized returns (``value_rms``). ``forward``,
             ``act`` and ``value`` return values in the return scale (for GAE); ``evaluate``
             returns the head's output, in the normalized scale in which the loss compares it
             with normalized returns.
@@ -102,12 +100,7 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.num_actions = int(num_actions)
-        if obs_norm and len(self.obs_shape) != 3:
-            raise ValueError(
-                f"obs_norm is for image observations [C, H, W]; got obs_shape {self.obs_shape}"
-            )
-        self.obs_rms = RunningMeanStd(self.obs_shape, clip=5.0) if obs_norm else None
-        self.value_rms = RunningMeanStd(()) if value_norm else None
+        self.init_normalizers(self.obs_shape, obs_norm=obs_norm, value_norm=value_norm)
         self.torso = make_torso(self.obs_shape, kind=torso_kind) if torso is None else torso
         if orthogonal:
             orthogonal_init(self.torso)
@@ -122,15 +115,10 @@ class ActorCritic(nn.Module):
             self.to(memory_format=torch.channels_last)
 
     def _in(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.obs_rms is not None and obs.dtype == torch.uint8:
-            obs = self.obs_rms.normalize(obs)
+        obs = self.normalize_obs(obs)
         if self.channels_last and obs.dim() == 4:
             return obs.contiguous(memory_format=torch.channels_last)
         return obs
-
-    def _value_out(self, v: torch.Tensor) -> torch.Tensor:
-        """The critic head's output in the return scale."""
-        return v if self.value_rms is None else self.value_rms.denormalize(v)
 
     def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits [n, A], head values [n])``: the values as the critic head gives them
@@ -144,13 +132,13 @@ class ActorCritic(nn.Module):
         """``(logits [n, A], values [n])``, the values in the return scale (what the Ray
         workers' ``ActorCriticPolicy`` and GAE take)."""
         logits, values = self._heads(obs)
-        return logits, self._value_out(values)
+        return logits, self.value_out(values)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs) [n]`` (the bootstrap of a time-limit end: ``value(final_obs)``)."""
         obs = self._in(obs)
         h = self.torso(obs) if self.critic_torso is None else self.critic_torso(obs)
-        return self._value_out(self.critic(h).squeeze(-1))
+        return self.value_out(self.critic(h).squeeze(-1))
 
     def act(
         self,

@@ -5,6 +5,9 @@ The statistics are buffers, so they travel with the network: checkpoints, ``rapi
 the Ray workers' weights carry them. They change only through :meth:`RunningMeanStd.update`
 (called by the learner once per rollout), never in ``forward``: acting and the loss of one update
 see the same statistics.
+
+:class:`NormalizedActorCritic` is where the actor-critics (feed-forward and recurrent) build and
+apply them: one place for what "normalized input" and "values in the return scale" mean.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["RunningMeanStd"]
+__all__ = ["OBS_CLIP", "NormalizedActorCritic", "RunningMeanStd"]
+
+OBS_CLIP = 5.0  # normalized pixels are clamped to +-OBS_CLIP (rl_games)
 
 
 class RunningMeanStd(nn.Module):
@@ -83,3 +88,51 @@ class RunningMeanStd(nn.Module):
 
     def extra_repr(self) -> str:
         return f"shape={self.shape}, clip={self.clip}"
+
+
+class NormalizedActorCritic:
+    """Input and value normalization of an actor-critic ``nn.Module`` (a mixin of
+    :class:`rapidrl.nets.actor_critic.ActorCritic` and
+    :class:`rapidrl.nets.recurrent.RecurrentActorCritic`).
+
+    ``obs_norm``: image observations only: each pixel of the stack normalized by its running
+    mean and standard deviation (``obs_rms``, clamped to +-5) instead of scaled to [0, 1]
+    (rl_games' ``normalize_input``). A uint8 input is a raw frame stack and is normalized; a
+    float one is taken as already normalized.
+
+    ``value_norm``: the critic head predicts returns normalized by their running mean and
+    standard deviation (``value_rms``; rl_games' ``normalize_value``). What the net hands to
+    acting code (rollouts, GAE's bootstrap, the Ray workers) is in the return scale
+    (:meth:`value_out`); what ``evaluate`` hands to the loss is the head's output, in the
+    normalized scale of the normalized returns it is compared with.
+
+    Both are buffers (checkpoints, ``rapidrl eval`` and Ray weights carry them), changed only by
+    ``obs_rms.update`` / ``value_rms.update``: the PPO learner calls them once per rollout.
+    """
+
+    obs_rms: RunningMeanStd | None
+    value_rms: RunningMeanStd | None
+
+    def init_normalizers(
+        self, obs_shape: tuple[int, ...], *, obs_norm: bool, value_norm: bool
+    ) -> None:
+        """Set ``obs_rms`` and ``value_rms`` (None where off); call after ``nn.Module.__init__``.
+        ``obs_norm`` on a non-image ``obs_shape`` is a ValueError."""
+        obs_shape = tuple(obs_shape)
+        if obs_norm and len(obs_shape) != 3:
+            raise ValueError(
+                f"obs_norm is for image observations [C, H, W]; got obs_shape {obs_shape}"
+            )
+        self.obs_rms = RunningMeanStd(obs_shape, clip=OBS_CLIP) if obs_norm else None
+        self.value_rms = RunningMeanStd(()) if value_norm else None
+
+    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The torso's input: a raw (uint8) frame stack normalized with ``obs_norm``, anything
+        else as it is."""
+        if self.obs_rms is not None and obs.dtype == torch.uint8:
+            return self.obs_rms.normalize(obs)
+        return obs
+
+    def value_out(self, v: torch.Tensor) -> torch.Tensor:
+        """The critic head's output in the return scale."""
+        return v if self.value_rms is None else self.value_rms.denormalize(v)

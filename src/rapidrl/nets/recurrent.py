@@ -31,6 +31,10 @@ buckets (a handful) and over distinct segment lengths in the bucket choice (at m
 Acting uses the same module one step at a time with a per-env state store indexed by env id, so an
 asynchronous vector env that returns a subset of envs works: ``act(obs, state, env_ids, start)``.
 
+Input and value normalization (``obs_norm``, ``value_norm``) as in the feed-forward net, by the
+same :class:`rapidrl.nets.normalize.NormalizedActorCritic`: the observation normalizer before the
+torso, values in the return scale for acting code, the head's output for the loss.
+
 Only discrete action spaces (a categorical head) for now.
 """
 
@@ -45,6 +49,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
+from rapidrl.nets.normalize import NormalizedActorCritic
 from rapidrl.nets.torso import make_torso
 
 __all__ = [
@@ -382,14 +387,14 @@ def run_lstm(
 
 class SequenceOutput(NamedTuple):
     logits: torch.Tensor  # [T, B, A]
-    values: torch.Tensor  # [T, B]
+    values: torch.Tensor  # [T, B] (forward_sequence: in the return scale)
     state: LSTMState | None  # final (h, c) [num_layers, B, H] if asked for
 
 
 class EvalOutput(NamedTuple):
     logprob: torch.Tensor  # [T, B]
     entropy: torch.Tensor  # [T, B]
-    values: torch.Tensor  # [T, B]
+    values: torch.Tensor  # [T, B] the head's output (normalized with value_norm)
 
 
 class ActOutput(NamedTuple):
@@ -406,13 +411,19 @@ def _init_linear(layer: nn.Linear, std: float) -> nn.Linear:
     return layer
 
 
-class RecurrentActorCritic(nn.Module):
+class RecurrentActorCritic(NormalizedActorCritic, nn.Module):
     """``torso -> nn.LSTM -> (actor logits, critic value)`` for discrete actions.
 
     ``torso`` defaults to ``make_torso(obs_shape)`` (NatureCNN for ``[C, 84, 84]``, MLP for
     ``[D]``); a custom torso must map ``[N, *obs_shape]`` to ``[N, torso.out_dim]``.
     ``sequence_mode`` picks how rollouts are run in training (see the module docstring); the
     ``call_cost`` / ``step_cost`` / ``max_buckets`` knobs tune the "packed" bucketing.
+
+    ``obs_norm`` / ``value_norm``: as :class:`rapidrl.nets.actor_critic.ActorCritic` (see
+    :class:`rapidrl.nets.normalize.NormalizedActorCritic`): uint8 frames normalized by
+    ``obs_rms`` before the torso; the critic head predicts returns normalized by ``value_rms``.
+    ``forward_sequence``, ``act`` and ``value`` return values in the return scale (for GAE),
+    ``evaluate`` the head's output (what the loss compares with normalized returns).
     """
 
     def __init__(
@@ -427,11 +438,14 @@ class RecurrentActorCritic(nn.Module):
         call_cost: float = BUCKET_CALL_COST,
         step_cost: float = BUCKET_STEP_COST,
         max_buckets: int | None = None,
+        obs_norm: bool = False,
+        value_norm: bool = False,
     ):
         super().__init__()
         if sequence_mode not in SEQUENCE_MODES:
             raise ValueError(f"unknown sequence_mode {sequence_mode!r}; one of {SEQUENCE_MODES}")
         self.obs_shape = tuple(obs_shape)
+        self.init_normalizers(self.obs_shape, obs_norm=obs_norm, value_norm=value_norm)
         self.num_actions = num_actions
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -466,9 +480,29 @@ class RecurrentActorCritic(nn.Module):
 
     # -- training ------------------------------------------------------------------------------
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """Torso over ``[T, B, *obs_shape]`` in one batch -> ``[T, B, F]``."""
+        """Torso over ``[T, B, *obs_shape]`` in one batch (normalized first with ``obs_norm``)
+        -> ``[T, B, F]``."""
         t_len, n_env = obs.shape[:2]
-        return self.torso(obs.reshape(t_len * n_env, *obs.shape[2:])).view(t_len, n_env, -1)
+        x = self.normalize_obs(obs.reshape(t_len * n_env, *obs.shape[2:]))
+        return self.torso(x).view(t_len, n_env, -1)
+
+    def _heads(
+        self,
+        obs: torch.Tensor,
+        starts: torch.Tensor,
+        state: LSTMState,
+        mode: str | None,
+        plan: SegmentPlan | None,
+        return_final_state: bool,
+    ) -> SequenceOutput:
+        """The sequence with the values as the critic head gives them (normalized with
+        ``value_norm``)."""
+        mode = self.sequence_mode if mode is None else mode
+        if plan is None and mode != "loop":
+            plan = self.plan(starts)
+        x = self.features(obs)
+        out, final = run_lstm(self.lstm, x, starts, state, mode, plan, return_final_state)
+        return SequenceOutput(self.actor(out), self.critic(out).squeeze(-1), final)
 
     def forward_sequence(
         self,
@@ -480,13 +514,10 @@ class RecurrentActorCritic(nn.Module):
         plan: SegmentPlan | None = None,
         return_final_state: bool = False,
     ) -> SequenceOutput:
-        """Logits ``[T, B, A]`` and values ``[T, B]`` over a rollout (see module docstring)."""
-        mode = self.sequence_mode if mode is None else mode
-        if plan is None and mode != "loop":
-            plan = self.plan(starts)
-        x = self.features(obs)
-        out, final = run_lstm(self.lstm, x, starts, state, mode, plan, return_final_state)
-        return SequenceOutput(self.actor(out), self.critic(out).squeeze(-1), final)
+        """Logits ``[T, B, A]`` and values ``[T, B]`` (in the return scale) over a rollout (see
+        module docstring)."""
+        out = self._heads(obs, starts, state, mode, plan, return_final_state)
+        return out._replace(values=self.value_out(out.values))
 
     def forward(self, *args, **kwargs) -> SequenceOutput:
         """Same as ``forward_sequence``."""
@@ -502,8 +533,9 @@ class RecurrentActorCritic(nn.Module):
         mode: str | None = None,
         plan: SegmentPlan | None = None,
     ) -> EvalOutput:
-        """What the PPO loss needs: log-prob of ``actions [T, B]``, entropy, values."""
-        logits, values, _ = self.forward_sequence(obs, starts, state, mode=mode, plan=plan)
+        """What the PPO loss needs: log-prob of ``actions [T, B]``, entropy, values (the head's
+        output: normalized with ``value_norm``)."""
+        logits, values, _ = self._heads(obs, starts, state, mode, plan, False)
         return EvalOutput(categorical_logprob(logits, actions), categorical_entropy(logits), values)
 
     # -- acting --------------------------------------------------------------------------------
@@ -545,8 +577,9 @@ class RecurrentActorCritic(nn.Module):
         ``obs [n, *obs_shape]``; ``state`` the whole store ``(h, c)`` ``[num_layers, N, H]``;
         ``episode_start [n]`` True where ``obs`` is an episode's first observation (its state is
         zeroed first). Returns the sampled (or, ``deterministic``, greedy) action, its log-prob,
-        the value and a new store with rows ``env_ids`` replaced (out of place: the old store
-        stays valid, e.g. as the rollout's stored initial state). Call under ``torch.no_grad()``.
+        the value (in the return scale) and a new store with rows ``env_ids`` replaced (out of
+        place: the old store stays valid, e.g. as the rollout's stored initial state). Call under
+        ``torch.no_grad()``.
         """
         h, c = state
         n = obs.shape[0]
@@ -561,9 +594,9 @@ class RecurrentActorCritic(nn.Module):
             keep = (~torch.as_tensor(episode_start, device=h.device).to(torch.bool)).to(h.dtype)
             keep = keep.view(1, n, 1)
             hs, cs = hs * keep, cs * keep
-        out, hn, cn = self._lstm_step(self.torso(obs), hs, cs)
+        out, hn, cn = self._lstm_step(self.torso(self.normalize_obs(obs)), hs, cs)
         logits = self.actor(out)
-        value = self.critic(out).squeeze(-1)
+        value = self.value_out(self.critic(out).squeeze(-1))
         if deterministic:
             action = logits.argmax(-1)
         else:
@@ -579,7 +612,8 @@ class RecurrentActorCritic(nn.Module):
     def value(
         self, obs: torch.Tensor, state: LSTMState, env_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """``V(obs)`` for the envs ``env_ids`` continuing their stored state; the store is unchanged.
+        """``V(obs)`` (return scale) for the envs ``env_ids`` continuing their stored state; the
+        store is unchanged.
 
         For GAE's bootstrap of a time-limit end: with same-step autoreset, call
         ``value(infos["final_obs"][ids], store, ids)`` with the store *before* ``act`` consumes
@@ -589,5 +623,5 @@ class RecurrentActorCritic(nn.Module):
         if env_ids is not None:
             env_ids = torch.as_tensor(env_ids, dtype=torch.long, device=h.device)
             h, c = h.index_select(1, env_ids), c.index_select(1, env_ids)
-        out, _, _ = self._lstm_step(self.torso(obs), h, c)
-        return self.critic(out).squeeze(-1)
+        out, _, _ = self._lstm_step(self.torso(self.normalize_obs(obs)), h, c)
+        return self.value_out(self.critic(out).squeeze(-1))

@@ -80,13 +80,13 @@ class PPOConfig(TrainerConfig):
     """Feed-forward: actor and critic share the torso (Atari). False gives the critic its own
     torso (classic control). The recurrent net always shares torso and LSTM."""
     obs_norm: bool = False
-    """Atari, feed-forward: normalize each pixel of the frame stack by its running mean and
-    standard deviation over all rollouts so far (clamped to +-5; rl_games' normalize_input)
-    instead of scaling it to [0, 1]. The statistics are saved with the network."""
+    """Atari: normalize each pixel of the frame stack by its running mean and standard deviation
+    over all rollouts so far (clamped to +-5; rl_games' normalize_input) instead of scaling it to
+    [0, 1]. The statistics are saved with the network."""
     value_norm: bool = False
-    """Feed-forward: the critic learns returns normalized by their running mean and standard
-    deviation (updated with each rollout's returns before its update; rl_games'
-    normalize_value); GAE and explained_variance stay in the return scale."""
+    """The critic learns returns normalized by their running mean and standard deviation
+    (updated with each rollout's returns before its update; rl_games' normalize_value); GAE and
+    explained_variance stay in the return scale."""
     channels_last: bool = False
     """Atari: the Nature CNN in channels_last memory format (with oneDNN on this 2-core CPU a
     forward + backward of 256 frames took ~118 ms instead of ~174 ms)."""
@@ -255,11 +255,6 @@ class PPOConfig(TrainerConfig):
             f"--lr-anneal-frames must be >= 1 or None, got {self.lr_anneal_frames}",
         )
         if self.recurrent:
-            need(
-                not (self.obs_norm or self.value_norm),
-                "--obs-norm and --value-norm are feed-forward only for now; drop them or the "
-                "recurrent net (--no-recurrent / `rapidrl train ppo`)",
-            )
             need(
                 self.num_envs % self.minibatches == 0,
                 f"--num-envs ({self.num_envs}) must be a multiple of --minibatches "

@@ -102,6 +102,11 @@ def make_policy(
 
 
 def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+    if cfg.obs_norm and len(obs_shape) != 3:
+        raise ConfigError(
+            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
+            f"{tuple(obs_shape)}: drop --obs-norm"
+        )
     if cfg.recurrent:
         net = RecurrentActorCritic(
             tuple(obs_shape),
@@ -109,16 +114,13 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
             hidden_size=cfg.lstm_hidden,
             sequence_mode=cfg.sequence_mode,
             torso=make_torso(tuple(obs_shape), kind=cfg.torso),
+            obs_norm=cfg.obs_norm,
+            value_norm=cfg.value_norm,
         )
         orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
         if cfg.channels_last and len(obs_shape) == 3:
             use_channels_last(net.torso)
         return net
-    if cfg.obs_norm and len(obs_shape) != 3:
-        raise ConfigError(
-            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
-            f"{tuple(obs_shape)}: drop --obs-norm"
-        )
     return ActorCritic(
         tuple(obs_shape),
         int(num_actions),

@@ -107,14 +107,8 @@ __all__ = [
     "train",
 ]
 
-# ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM),
-# except those built on what the recurrent net does not have yet (input and value
-# normalization: lean).
-LSTM_PRESETS = {
-    name: dataclasses.replace(cfg, recurrent=True)
-    for name, cfg in PRESETS.items()
-    if not (cfg.obs_norm or cfg.value_norm)
-}
+# ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
+LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
 
 
 # --------------------------------------------------------------------------------------------
