@@ -190,6 +190,29 @@ def test_atomic_write_on_a_full_disk_names_the_file_and_leaves_no_temp_file(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
 
 
+def test_a_disk_error_that_the_writer_turns_into_its_own_is_still_reported(tmp_path, monkeypatch):
+    """torch.save on a full disk: its zip writer gets the ENOSPC from a short write and raises
+    its own RuntimeError ("unexpected pos ...") at the end; the report names the disk error."""
+    import rapidrl.train.run as run_module
+
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(
+        run_module.os, "fdopen", lambda fd, mode: _FullAfter(real_fdopen(fd, mode), 5000)
+    )
+    target = tmp_path / "ckpt-000000000100.pt"
+    with pytest.raises(
+        RunWriteError, match="checkpoint ckpt-000000000100.pt .* No space left"
+    ) as e:
+        atomic_write(
+            target,
+            lambda f: torch.save({"w": torch.zeros(100_000)}, f),
+            "checkpoint ckpt-000000000100.pt",
+        )
+    assert e.value.errno == errno.ENOSPC
+    assert isinstance(e.value.__cause__, RuntimeError)  # what torch raised
+    assert list(tmp_path.iterdir()) == []
+
+
 class _FullAfter:
     """A file whose writes fail as a full disk after ``room`` more bytes (a short write first,
     as write(2) does when the space runs out mid-buffer)."""
@@ -206,6 +229,12 @@ class _FullAfter:
 
     def __getattr__(self, name):
         return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
 
 
 def test_metrics_row_on_a_full_disk_leaves_no_torn_line(tmp_path):

@@ -577,7 +577,7 @@ def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
             if run_dir is not None and list_checkpoints(run_dir / "checkpoints")
             else "the run had no checkpoint yet: start it again"
         )
-        print(f"{prog}: error: {exc.strerror}; {again}", file=sys.stderr)
+        print(f"{prog}: error: {exc.strerror}; then {again}", file=sys.stderr)
         return 1
     except (CheckpointError, FileExistsError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc

@@ -101,10 +101,35 @@ def write_failed(path: str | os.PathLike, what: str, exc: OSError) -> RunWriteEr
     err = RunWriteError(
         exc.errno or errno.EIO,
         f"could not write {what} to {path}: {reason}. The files written before it are whole "
-        f"(the newest complete checkpoint is what resumes); {fix}, then run the command again",
+        f"(the newest complete checkpoint is what resumes); {fix}",
     )
     err.filename = str(path)
     return err
+
+
+class _Recording:
+    """A file that keeps the first OSError its writes raised (what a full disk raises)."""
+
+    def __init__(self, file: IO[bytes]):
+        self._file = file
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
 
 
 def atomic_write(
@@ -119,14 +144,15 @@ def atomic_write(
     file and ``what`` it holds (default: the file's name).
     """
     path = Path(path)
-    tmp = None
+    tmp = f = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb") as raw:
+            f = _Recording(raw)
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            os.fsync(raw.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
@@ -134,8 +160,11 @@ def atomic_write(
                 os.unlink(tmp)
             except OSError:
                 pass
-        if isinstance(exc, OSError) and not isinstance(exc, RunWriteError):
-            raise write_failed(path, what or path.name, exc) from exc
+        # A writer may turn the OS's error into its own (torch.save's zip writer raises a
+        # RuntimeError "unexpected pos" after a short write on a full disk): report the OS's.
+        cause = exc if isinstance(exc, OSError) else (f.error if f is not None else None)
+        if cause is not None and not isinstance(exc, RunWriteError):
+            raise write_failed(path, what or path.name, cause) from exc
         raise
     _fsync_dir(path.parent)
     return path
