@@ -52,20 +52,16 @@ from rapidrl.algos.dqn.learner import (
     net_kwargs,
 )
 from rapidrl.config import ConfigError, parse_config
-from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
+from rapidrl.train import config_from_dict
 from rapidrl.train.loop import (
     LogEvent,
-    RunSession,
     cpu_count,
     flag_value,
     load_run_config,
-    num_threads,
     probe_env,
-    resolve_device,
-    restart_env_seed,
     run_from_cli,
-    start_run,
 )
+from rapidrl.train.runner import Algorithm, run_training
 
 __all__ = [
     "LogEvent",
@@ -87,71 +83,47 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.dqn.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    cfg.validate()
-    resuming = cfg.resume is not None
-    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
-    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
-    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
-    env = probe_env(cfg, "DQN")  # spaces, make_env options, frame skip, stop score
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)  # then one generator per consumer (the learner's explorer, replay)
-    lrn = Learner(cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device)
-    c = lrn.c
+    algo = Algorithm(
+        name="dqn", label="DQN", title="DQN", columns=METRIC_COLUMNS,
+        learner=lambda cfg, env, device: Learner(
+            cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
+        ),
+        source=_source, start=_start, iterate=iterate,
+        row=lambda lrn, source, frames: lrn.metrics_row(frames, source.eps),
+        threads=cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes),
+        grad_steps=False,
+    )  # fmt: skip
+    return run_training(cfg, algo, on_log=on_log)
 
-    source = session = run = None
-    threads = cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes)
-    try:
-        with num_threads(threads):
-            # Envs: in this process (built first: a bad env layout is a config error), or in
-            # actor processes.
-            if cfg.actor_processes == 0:
-                source = VectorSource(cfg, env.options)
-            # Everything is accepted: now the run dir and its checkpoints (restored on resume;
-            # config.json rewritten once the checkpoint has accepted cfg), then the replay.
-            run = start_run(cfg, lrn, env, algo="dqn")
-            lrn.attach_replay(cfg.num_envs)
-            env_seed = restart_env_seed(cfg.seed, c.steps)
-            if source is None:
-                source = ActorSource(cfg, env.options, lrn, env_seed)
-            else:
-                source.reset(env_seed)
-            session = RunSession(
-                run, cfg, algo="dqn", env_id=env.info.env_id, device=device,
-                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
-            )  # fmt: skip
-            session.open(columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"dqn {env.info.env_id}")
-            eps = lrn.epsilon()
 
-            with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, lrn.frames):
-                    # 1-3. Act, learn what is due while the envs step, add the step to the
-                    #      replay (the source does all three, see VectorSource/ActorSource).
-                    n_new, infos, eps = source.step(lrn)
-                    # 4. Count the steps (the target net syncs by agent steps); episodes.
-                    lrn.count(n_new)
-                    frames = lrn.frames
-                    lrn.tracker.update(infos, frames, lrn.clock.seconds)
-                    # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    session.bar.update(frames, lrn.tracker, eps=eps, upd=c.updates)
-                    session.cadence(
-                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                        row=functools.partial(lrn.metrics_row, frames, eps), save=lrn.save,
-                        on_log=on_log, pids=source.pids,
-                    )  # fmt: skip
+def _source(cfg: DQNConfig, env: Any, lrn: Learner) -> VectorSource | Callable:
+    """Envs in this process are built before the run dir (a bad env layout is a config error);
+    actor processes once the learner is restored (:func:`_start` calls this factory)."""
+    if cfg.actor_processes == 0:
+        return VectorSource(cfg, env.options)
+    return functools.partial(ActorSource, cfg, env.options)
 
-            # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = lrn.frames
-            return session.end(
-                frames, row=functools.partial(lrn.metrics_row, frames, eps), save=lrn.save,
-                steps=c.steps, updates=c.updates, title=f"DQN {env.info.env_id}",
-            )  # fmt: skip
-    finally:
-        if session is not None:
-            session.close()
-        elif run is not None:  # started, then failed before the session: unlock
-            run.release()
-        if source is not None:
-            source.close()
+
+def _start(lrn: Learner, source: VectorSource | Callable, env_seed: int) -> Any:
+    """The replay, then the envs (started from ``env_seed``)."""
+    lrn.attach_replay(lrn.cfg.num_envs)
+    if isinstance(source, VectorSource):
+        source.reset(env_seed)
+    else:
+        source = source(lrn, env_seed)
+    source.eps = lrn.epsilon()
+    return source
+
+
+def iterate(lrn: Learner, source: VectorSource | ActorSource, session: Any) -> None:
+    """One vector step of experience and the updates due for it."""
+    # 1-3. Act, learn what is due while the envs step, add the step to the replay (the source
+    #      does all three, see VectorSource/ActorSource).
+    n_new, infos, source.eps = source.step(lrn)
+    # 4. Count the steps (the target net syncs by agent steps); episodes.
+    lrn.count(n_new)
+    lrn.tracker.update(infos, lrn.frames, lrn.clock.seconds)
+    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.c.updates)
 
 
 # --------------------------------------------------------------------------------------------

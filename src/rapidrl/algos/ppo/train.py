@@ -82,19 +82,15 @@ from rapidrl.algos.ppo.learner import (
 )
 from rapidrl.config import ConfigError
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
+from rapidrl.train import config_from_dict
 from rapidrl.train.loop import (
     LogEvent,
-    RunSession,
-    cpu_count,
     num_threads,
     parse_with_resume,
     probe_env,
-    resolve_device,
-    restart_env_seed,
     run_from_cli,
-    start_run,
 )
+from rapidrl.train.runner import Algorithm, run_training
 
 __all__ = [
     "LSTM_PRESETS",
@@ -120,76 +116,40 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.ppo.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    cfg.validate()
     name = "ppo-lstm" if cfg.recurrent else "ppo"
-    resuming = cfg.resume is not None
-    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
-    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
-    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)  # then one generator per consumer (in the learner)
-    # Spaces, options, frame skip and stop score from one probe env; the learner (network,
-    # Adam, generators, counters) from them.
-    env = probe_env(cfg, "PPO")
-    rollout = session = run = None
-    try:
-        with num_threads(cfg.torch_threads or cpu_count()):
-            lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
-            rollout = Rollout(cfg, env.options, env.obs_space, lrn)  # bad layout: ConfigError
-            # Everything is accepted: now the run dir, then the counters, cadences, tracker,
-            # clock and checkpoints (restored on resume; config.json rewritten once the
-            # checkpoint has accepted cfg).
-            run = start_run(cfg, lrn, env, algo=name)
-            c = lrn.c
-            session = RunSession(
-                run, cfg, algo="ppo", env_id=env.info.env_id, device=device,
-                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
-                recurrent=cfg.recurrent,
-            )  # fmt: skip
-            rollout.reset(restart_env_seed(cfg.seed, c.steps))
-            session.open(
-                columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"{name} {env.info.env_id}"
-            )
+    algo = Algorithm(
+        name=name, label="PPO", title=name.upper(), columns=METRIC_COLUMNS,
+        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        source=lambda cfg, env, lrn: Rollout(cfg, env.options, env.obs_space, lrn),
+        start=_start,
+        iterate=iterate,
+        row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
+        summary_algo="ppo", recurrent=cfg.recurrent,
+    )  # fmt: skip
+    return run_training(cfg, algo, on_log=on_log)
 
-            with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, lrn.frames):
-                    # 1. Learning rate: annealed linearly to 0 over lr_anneal_frames (or
-                    #    KL-adaptive).
-                    lrn.set_lr(lrn.frames)
-                    # 2. Rollout: num_steps x num_envs agent steps (see the module docstring
-                    #    for how an asynchronous vector env's batches are assembled).
-                    t0 = time.perf_counter()
-                    rollout.collect(functools.partial(lrn.steps_done, session))
-                    rollout_s = time.perf_counter() - t0
-                    # 3. Advantages: GAE per env up to its own length, bootstrapped from the
-                    #    value of the observation each env holds now.
-                    t1 = time.perf_counter()
-                    batch = rollout.batch()
-                    # 4. PPO epochs.
-                    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
-                    # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    frames = lrn.frames
-                    session.bar.update(frames, lrn.tracker, upd=c.updates)
-                    session.cadence(
-                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                        row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
-                        on_log=on_log,
-                    )  # fmt: skip
 
-            # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = lrn.frames
-            return session.end(
-                frames, row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
-                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
-                title=f"{name.upper()} {env.info.env_id}",
-            )  # fmt: skip
-    finally:
-        if session is not None:
-            session.close()
-        elif run is not None:  # started, then failed before the session: unlock
-            run.release()
-        if rollout is not None:
-            rollout.close()
+def _start(lrn: Learner, rollout: Rollout, env_seed: int) -> Rollout:
+    rollout.reset(env_seed)
+    return rollout
+
+
+def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
+    """One PPO update."""
+    # 1. Learning rate: annealed linearly to 0 over lr_anneal_frames (or KL-adaptive).
+    lrn.set_lr(lrn.frames)
+    # 2. Rollout: num_steps x num_envs agent steps (see the module docstring for how an
+    #    asynchronous vector env's batches are assembled).
+    t0 = time.perf_counter()
+    rollout.collect(functools.partial(lrn.steps_done, session))
+    rollout_s = time.perf_counter() - t0
+    # 3. Advantages: GAE per env up to its own length, bootstrapped from the value of the
+    #    observation each env holds now.
+    t1 = time.perf_counter()
+    batch = rollout.batch()
+    # 4. PPO epochs.
+    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
+    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates)
 
 
 # --------------------------------------------------------------------------------------------

@@ -53,19 +53,15 @@ from rapidrl.algos.pqn.learner import (
     rollout_targets,
 )
 from rapidrl.config import ConfigError
-from rapidrl.train import RunDir, StopOnInterrupt, config_from_dict, seed_everything
+from rapidrl.train import config_from_dict
 from rapidrl.train.loop import (
     LogEvent,
-    RunSession,
-    cpu_count,
     num_threads,
     parse_with_resume,
     probe_env,
-    resolve_device,
-    restart_env_seed,
     run_from_cli,
-    start_run,
 )
+from rapidrl.train.runner import Algorithm, run_training
 
 __all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
 
@@ -97,74 +93,37 @@ def step_all(envs, actions: np.ndarray):
 
 
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
-    """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
-    cfg.validate()
-    resuming = cfg.resume is not None
-    # Nothing goes on disk until the config, the env and the env layout are accepted: a start
-    # that fails them must leave no (empty) run dir behind. A wrong --run-dir/--resume fails here.
-    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
-    device = resolve_device(cfg.device)
-    rollout = session = run = None
-    try:
-        with num_threads(cfg.torch_threads or cpu_count()):
-            seed_everything(cfg.seed)
-            # Spaces, options, frame skip and stop score from one probe env; the learner
-            # (network, RAdam, generators, counters) from them.
-            env = probe_env(cfg, "PQN")
-            lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
-            rollout = Rollout(cfg, env.options, env.obs_space, lrn)  # bad layout: ConfigError
-            # Everything is accepted: now the run dir and its checkpoints (restored on resume;
-            # config.json rewritten once the checkpoint has accepted cfg).
-            run = start_run(cfg, lrn, env, algo="pqn")
-            c = lrn.c
-            session = RunSession(
-                run, cfg, algo="pqn", env_id=env.info.env_id, device=device,
-                tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
-            )  # fmt: skip
-            rollout.reset(restart_env_seed(cfg.seed, c.steps))
-            session.open(columns=METRIC_COLUMNS, frames=lrn.frames, desc=f"pqn {env.info.env_id}")
-            with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, lrn.frames):
-                    # 1. Learning rate: annealed linearly to 0 over schedule_frames.
-                    lrn.set_lr(lrn.frames)
+    """Train, write the run directory, return the summary (what ``summary.json`` holds). The
+    run loop (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per update."""
+    algo = Algorithm(
+        name="pqn", label="PQN", title="PQN", columns=METRIC_COLUMNS,
+        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        source=lambda cfg, env, lrn: Rollout(cfg, env.options, env.obs_space, lrn),
+        start=_start,
+        iterate=iterate,
+        row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
+    )  # fmt: skip
+    return run_training(cfg, algo, on_log=on_log)
 
-                    # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps.
-                    t0 = time.perf_counter()
-                    rollout.collect(functools.partial(lrn.steps_done, session))
-                    rollout_s = time.perf_counter() - t0
 
-                    # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations
-                    #    held now.
-                    t1 = time.perf_counter()
-                    returns = rollout.targets()
+def _start(lrn: Learner, rollout: Rollout, env_seed: int) -> Rollout:
+    rollout.reset(env_seed)
+    return rollout
 
-                    # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
-                    lrn.train_on_rollout(
-                        rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1
-                    )
 
-                    # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    frames = lrn.frames
-                    session.cadence(
-                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                        row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
-                        on_log=on_log,
-                    )  # fmt: skip
-
-            # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = lrn.frames
-            return session.end(
-                frames, row=functools.partial(lrn.metrics_row, frames), save=lrn.save,
-                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
-                title=f"PQN {env.info.env_id}",
-            )  # fmt: skip
-    finally:
-        if session is not None:
-            session.close()
-        elif run is not None:  # started, then failed before the session: unlock
-            run.release()
-        if rollout is not None:
-            rollout.close()
+def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
+    """One PQN update."""
+    # 1. Learning rate: annealed linearly to 0 over schedule_frames.
+    lrn.set_lr(lrn.frames)
+    # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps.
+    t0 = time.perf_counter()
+    rollout.collect(functools.partial(lrn.steps_done, session))
+    rollout_s = time.perf_counter() - t0
+    # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
+    t1 = time.perf_counter()
+    returns = rollout.targets()
+    # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
+    lrn.train_on_rollout(rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1)
 
 
 class Rollout:
