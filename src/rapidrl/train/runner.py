@@ -42,35 +42,43 @@ class Algorithm:
     """What one algorithm brings to :func:`run_training`. ``lrn`` is its learner (counters ``c``,
     ``frames``, ``tracker``, ``clock``, ``log_every``, ``ckpt_every``, ``save``, ``start``: see
     :class:`rapidrl.train.learner.RolloutLearner`); ``source`` is where its experience comes
-    from (a local vector env, actor processes): anything with ``close()`` and, optionally,
-    ``pids`` (the processes that step its envs)."""
+    from (a local vector env, actor processes, Ray workers): anything with ``close()`` and,
+    optionally, ``pids`` (the processes that step its envs)."""
 
     name: str
     """The run's name: run dir prefix, checkpoint algo, progress bar ("ppo-lstm")."""
     label: str
     """The algorithm in error messages ("PPO")."""
     title: str
-    """The learning curve's title, before the env id ("PPO-LSTM")."""
+    """The learning curve's title; ``{env}`` is replaced by the env id ("PPO {env} (Ray)")."""
     columns: tuple[str, ...]
     """The metrics.csv columns besides the common ones."""
     learner: Callable[[Any, EnvProbe, Any], Any]
     """``(cfg, env, device) -> lrn``: the network, optimizer, generators and counters."""
-    source: Callable[[Any, EnvProbe, Any], Any]
-    """``(cfg, env, lrn) -> source``, built before the run dir: a bad env layout is a
-    ConfigError that leaves nothing on disk."""
-    start: Callable[[Any, Any, int], Any]
-    """``(lrn, source, env_seed) -> source``: start the envs once the learner is restored
-    (returns the source to use: DQN's actor processes are made only now)."""
+    source: Callable[[Any, EnvProbe, Any, int], Any]
+    """``(cfg, env, lrn, env_seed) -> source``, its envs started from ``env_seed``. Made before
+    a fresh run's directory (a bad env layout, Ray or its workers refused: a ConfigError that
+    leaves nothing on disk) and after a resumed run's restore (its learner as checkpointed)."""
     iterate: Callable[[Any, Any, RunSession], None]
     """``(lrn, source, session)``: one iteration (collect, learn, count)."""
     row: Callable[[Any, Any, int], Mapping[str, Any]]
     """``(lrn, source, frames) -> the metrics row``."""
+    start: Callable[[Any, Any], None] | None = None
+    """``(lrn, source)``: what to do once the run dir exists, before the first iteration (DQN:
+    its replay, sized by the source's env count)."""
     summary_algo: str | None = None
     """``algo`` in summary.json (default ``name``)."""
     recurrent: bool | None = None
     """``recurrent`` in summary.json (None: no such key)."""
-    threads: int | None = None
-    """torch threads of the learner (None: every core)."""
+    loop_threads: Callable[[Any, Any], int] | None = None
+    """``(cfg, source) -> torch threads of the loop`` (default: those the learner was built
+    with, ``cfg.torch_threads`` or every core): fewer where the source's processes share them."""
+    describe: Callable[[Any], str] | None = None
+    """``source -> what the progress bar adds after the env id`` (e.g. "ray x4")."""
+    extra: Callable[[Any], Mapping[str, Any]] | None = None
+    """``source -> more of summary.json`` (e.g. the Ray section)."""
+    check: Callable[[Any], None] | None = None
+    """``cfg ->`` checks before anything is built (e.g. that Ray is installed)."""
     grad_steps: bool = True
     """Whether summary.json counts gradient steps."""
 
@@ -81,29 +89,40 @@ def run_training(
     """Train ``algo`` on ``cfg``; write the run directory; return the summary (what
     ``summary.json`` holds)."""
     cfg.validate()
+    if algo.check is not None:
+        algo.check(cfg)
     resuming = cfg.resume is not None
     # A wrong --run-dir/--resume (or a run dir another process writes) fails here, first.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
     source = session = run = None
+    threads = cfg.torch_threads or cpu_count()
     try:
-        with num_threads(algo.threads or cfg.torch_threads or cpu_count()):
+        with num_threads(threads):
             seed_everything(cfg.seed)
             env = probe_env(cfg, algo.label)  # spaces, options, frame skip, stop score
             lrn = algo.learner(cfg, env, device)
-            source = algo.source(cfg, env, lrn)
-            # Everything is accepted: now the run dir and its checkpoints (restored on resume;
-            # config.json rewritten once the checkpoint has accepted cfg), then the envs.
-            run = start_run(cfg, lrn, env, algo=algo.name)
-            source = algo.start(lrn, source, restart_env_seed(cfg.seed, lrn.c.steps))
+            # A resumed run is restored first: its envs restart from seeds that follow its step
+            # counter. A fresh run's directory (and config.json) is made once its source is
+            # accepted, so a refused start leaves nothing on disk.
+            if resuming:
+                run = start_run(cfg, lrn, env, algo=algo.name)
+            source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, lrn.c.steps))
+            run = run or start_run(cfg, lrn, env, algo=algo.name)
+        if algo.loop_threads is not None:
+            threads = algo.loop_threads(cfg, source)
+        with num_threads(threads):
+            if algo.start is not None:
+                algo.start(lrn, source)
             session = RunSession(
                 run, cfg, algo=algo.summary_algo or algo.name, env_id=env.info.env_id,
                 device=device, tracker=lrn.tracker, clock=lrn.clock, stop_score=env.stop_score,
                 recurrent=algo.recurrent,
             )  # fmt: skip
-            session.open(
-                columns=algo.columns, frames=lrn.frames, desc=f"{algo.name} {env.info.env_id}"
-            )
+            desc = f"{algo.name} {env.info.env_id}"
+            if algo.describe is not None:
+                desc += f" {algo.describe(source)}"
+            session.open(columns=algo.columns, frames=lrn.frames, desc=desc)
             with StopOnInterrupt() as stop:
                 while not session.should_stop(stop, lrn.frames):
                     algo.iterate(lrn, source, session)
@@ -121,12 +140,13 @@ def run_training(
                 counts["grad_steps"] = c.grad_steps
             return session.end(
                 frames, row=functools.partial(algo.row, lrn, source, frames), save=lrn.save,
-                title=f"{algo.title} {env.info.env_id}", **counts,
+                title=algo.title.format(env=env.info.env_id),
+                extra=None if algo.extra is None else algo.extra(source), **counts,
             )  # fmt: skip
     finally:
         if session is not None:
             session.close()
         elif run is not None:  # started, then failed before the session: unlock
             run.release()
-        if hasattr(source, "close"):  # not a factory of a source that never started
+        if source is not None:
             source.close()

@@ -59,16 +59,8 @@ from rapidrl.distributed.training import (
     learner_threads,
     start_sampler,
 )
-from rapidrl.train import RunDir, StopOnInterrupt, seed_everything
-from rapidrl.train.loop import (
-    LogEvent,
-    RunSession,
-    num_threads,
-    probe_env,
-    resolve_device,
-    restart_env_seed,
-    start_run,
-)
+from rapidrl.train.loop import LogEvent
+from rapidrl.train.runner import Algorithm, run_training
 
 __all__ = ["actor_policy", "train_ray"]
 
@@ -88,106 +80,99 @@ def worker_epsilons(cfg: DQNConfig, num_workers: int) -> np.ndarray:
 
 
 def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
-    """Train with Ray workers (see the module docstring); return the summary."""
-    cfg.validate()
+    """Train with Ray workers (see the module docstring); return the summary. The run loop
+    (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per batch."""
+    algo = Algorithm(
+        name="dqn", label="DQN", title="DQN {env} (Ray)", columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
+        learner=lambda cfg, env, device: Learner(
+            cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
+        ),
+        source=RaySource, start=_start, iterate=iterate,
+        row=lambda lrn, source, frames: {
+            **lrn.metrics_row(frames, source.eps), **source.stats.columns()
+        },
+        loop_threads=lambda cfg, source: learner_threads(
+            source.sampler, cfg.torch_threads, cfg.ray_cpus_per_worker
+        ),
+        describe=lambda source: f"ray x{source.sampler.num_workers}",
+        extra=lambda source: {
+            "ray": {**source.stats.summary(), "epsilons": source.sampler.epsilons.tolist()}
+        },
+        check=_check, grad_steps=False,
+    )  # fmt: skip
+    return run_training(cfg, algo, on_log=on_log)
+
+
+def _check(cfg: DQNConfig) -> None:
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
     check_ray(cfg.ray)
-    resuming = cfg.resume is not None
-    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)  # a wrong path fails here
-    env = probe_env(cfg, "DQN")  # spaces, make_env options, frame skip, stop score
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)
-    lrn = Learner(cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device)
-    c = lrn.c
-    policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
 
-    # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
-    # run's directory is made once Ray, the workers and the replay layout are accepted.
-    run = start_run(cfg, lrn, env, algo="dqn") if resuming else None
-    sampler = session = None
-    try:
-        sampler = start_sampler(
+
+class RaySource:
+    """The Ray workers (each with its Ape-X epsilon), their statistics, and the batches taken
+    from them that the learner has not consumed yet."""
+
+    def __init__(self, cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int):
+        self.policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
+        self.sampler = start_sampler(
             cfg,
             cfg.env,
             functools.partial(actor_policy, cfg, lrn.obs_shape, env.n_actions),
             env_options=env.options,
-            seed=restart_env_seed(cfg.seed, c.steps),
+            seed=env_seed,
             publish_every=cfg.ray_publish_every,
         )
-        sampler.epsilons = worker_epsilons(cfg, sampler.num_workers)
-        streams = sampler.num_workers * sampler.envs_per_worker
-        _check_streams(cfg, streams)
-        run = run or start_run(cfg, lrn, env, algo="dqn")
-        session = RunSession(
-            run, cfg, algo="dqn", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
-            clock=lrn.clock, stop_score=env.stop_score,
-        )  # fmt: skip
-        threads = learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
-        with num_threads(threads):
-            lrn.attach_replay(streams)  # one stream per worker env
-            # Weights to the workers after every update (sent every ray_publish_every).
-            lrn.on_update = lambda updates: sampler.set_weights(policy, version=updates)
-            sampler.set_weights(policy, version=c.updates, force=True)
-            stats = RayStats(sampler, cfg.ray)
-            eps = float(np.mean(sampler.epsilons))
+        try:
+            self.sampler.epsilons = worker_epsilons(cfg, self.sampler.num_workers)
+            self.streams = self.sampler.num_workers * self.sampler.envs_per_worker
+            _check_streams(cfg, self.streams)
+        except BaseException:
+            self.close()
+            raise
+        self.stats = RayStats(self.sampler, cfg.ray)
+        self.eps = float(np.mean(self.sampler.epsilons))
+        self.pending: list[Any] = []
 
-            def row_now(frames: int) -> dict[str, Any]:
-                return {**lrn.metrics_row(frames, eps), **stats.columns()}
+    @property
+    def pids(self) -> list[int | None]:
+        return self.sampler.pids
 
-            session.open(
-                columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-                frames=lrn.frames,
-                desc=f"dqn {env.info.env_id} ray x{sampler.num_workers}",
+    def close(self) -> None:
+        self.sampler.shutdown()
+
+
+def _start(lrn: Learner, source: RaySource) -> None:
+    lrn.attach_replay(source.streams)  # one stream per worker env
+    # Weights to the workers after every update (sent every ray_publish_every).
+    sampler = source.sampler
+    lrn.on_update = lambda updates: sampler.set_weights(source.policy, version=updates)
+    sampler.set_weights(source.policy, version=lrn.c.updates, force=True)
+
+
+def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
+    """One worker batch into the replay, and the updates due for it."""
+    cfg, sampler = lrn.cfg, source.sampler
+    # 1. The batches that completed (each worker has been sent its next request).
+    if not source.pending:
+        try:
+            source.pending = sampler.next_transitions(
+                cfg.ray_batch_steps, timeout=cfg.actor_timeout_s
             )
-            with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, lrn.frames):
-                    # 1. The batches that completed (each worker has been sent its next request).
-                    try:
-                        batches = sampler.next_transitions(
-                            cfg.ray_batch_steps, timeout=cfg.actor_timeout_s
-                        )
-                    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
-                        raise WorkerFailedError(f"{exc} (--actor-timeout-s)") from exc
-                    for batch in batches:
-                        # 2. Into the replay; learn the updates due; count (target sync).
-                        lag = sampler.policy_lag(batch)
-                        batch.add_to(lrn.rb)
-                        lrn.observe(batch.meta.env_steps)
-                        frames = lrn.frames
-                        meta = batch.meta
-                        lrn.tracker.add_episodes(
-                            meta.episode_returns, meta.episode_lengths, frames, lrn.clock.seconds
-                        )
-                        lrn.add_lag(lag)
-                        stats.add(batch, lag)
-
-                        # 3. Metrics row and checkpoint, by seconds and/or frames.
-                        session.bar.update(frames, lrn.tracker, eps=eps, upd=c.updates, lag=lag)
-                        session.cadence(
-                            frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                            row=functools.partial(row_now, frames), save=lrn.save,
-                            on_log=on_log, pids=sampler.pids,
-                        )  # fmt: skip
-
-            # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = lrn.frames
-            return session.end(
-                frames,
-                row=functools.partial(row_now, frames),
-                save=lrn.save,
-                steps=c.steps,
-                updates=c.updates,
-                title=f"DQN {env.info.env_id} (Ray)",
-                extra={"ray": {**stats.summary(), "epsilons": sampler.epsilons.tolist()}},
-            )
-    finally:
-        if session is not None:
-            session.close()
-        elif run is not None:  # started, then failed before the session: unlock
-            run.release()
-        if sampler is not None:
-            sampler.shutdown()
+        except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
+            raise WorkerFailedError(f"{exc} (--actor-timeout-s)") from exc
+    batch = source.pending.pop(0)
+    # 2. Into the replay; learn the updates due; count (target sync).
+    lag = sampler.policy_lag(batch)
+    batch.add_to(lrn.rb)
+    lrn.observe(batch.meta.env_steps)
+    meta = batch.meta
+    lrn.tracker.add_episodes(
+        meta.episode_returns, meta.episode_lengths, lrn.frames, lrn.clock.seconds
+    )
+    lrn.add_lag(lag)
+    source.stats.add(batch, lag)
+    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.c.updates, lag=lag)
 
 
 def _check_streams(cfg: DQNConfig, streams: int) -> None:

@@ -35,7 +35,6 @@ reproducible step for step.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -84,33 +83,32 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
         return train_ray(cfg, on_log=on_log)
     algo = Algorithm(
-        name="dqn", label="DQN", title="DQN", columns=METRIC_COLUMNS,
+        name="dqn", label="DQN", title="DQN {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(
             cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
         ),
-        source=_source, start=_start, iterate=iterate,
+        source=_source, iterate=iterate,
+        start=lambda lrn, source: lrn.attach_replay(lrn.cfg.num_envs),
         row=lambda lrn, source, frames: lrn.metrics_row(frames, source.eps),
-        threads=cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes),
+        loop_threads=lambda cfg, source: (
+            cfg.torch_threads or max(1, cpu_count() - cfg.actor_processes)
+        ),
         grad_steps=False,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
 
-def _source(cfg: DQNConfig, env: Any, lrn: Learner) -> VectorSource | Callable:
-    """Envs in this process are built before the run dir (a bad env layout is a config error);
-    actor processes once the learner is restored (:func:`_start` calls this factory)."""
+def _source(cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int) -> VectorSource | ActorSource:
+    """The envs, in this process or in actor processes, started from ``env_seed``."""
     if cfg.actor_processes == 0:
-        return VectorSource(cfg, env.options)
-    return functools.partial(ActorSource, cfg, env.options)
-
-
-def _start(lrn: Learner, source: VectorSource | Callable, env_seed: int) -> Any:
-    """The replay, then the envs (started from ``env_seed``)."""
-    lrn.attach_replay(lrn.cfg.num_envs)
-    if isinstance(source, VectorSource):
-        source.reset(env_seed)
+        source = VectorSource(cfg, env.options)
+        try:
+            source.reset(env_seed)
+        except BaseException:
+            source.close()
+            raise
     else:
-        source = source(lrn, env_seed)
+        source = ActorSource(cfg, env.options, lrn, env_seed)
     source.eps = lrn.epsilon()
     return source
 

@@ -50,16 +50,8 @@ from rapidrl.distributed.training import (
     learner_threads,
     start_sampler,
 )
-from rapidrl.train import RunDir, StopOnInterrupt, seed_everything
-from rapidrl.train.loop import (
-    LogEvent,
-    RunSession,
-    num_threads,
-    probe_env,
-    resolve_device,
-    restart_env_seed,
-    start_run,
-)
+from rapidrl.train.loop import LogEvent
+from rapidrl.train.runner import Algorithm, run_training
 
 __all__ = ["actor_policy", "train_ray"]
 
@@ -73,111 +65,96 @@ def actor_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int) -> 
 
 
 def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
-    """Train with rollouts from Ray workers (see the module docstring); return the summary."""
-    cfg.validate()
+    """Train with rollouts from Ray workers (see the module docstring); return the summary.
+    The run loop (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per
+    update."""
+    algo = Algorithm(
+        name="ppo", label="PPO", title="PPO {env} (Ray)",
+        columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
+        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        source=RaySource, iterate=iterate, row=lambda lrn, source, frames: source.row(frames),
+        loop_threads=lambda cfg, source: learner_threads(
+            source.sampler, cfg.torch_threads, cfg.ray_cpus_per_worker
+        ),
+        describe=lambda source: f"ray x{source.sampler.num_workers}",
+        extra=lambda source: {"ray": source.stats.summary()},
+        check=_check, recurrent=False,
+    )  # fmt: skip
+    return run_training(cfg, algo, on_log=on_log)
+
+
+def _check(cfg: PPOConfig) -> None:
     if cfg.ray is None:
         raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
     check_ray(cfg.ray)
-    resuming = cfg.resume is not None
-    RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)  # a wrong path fails here
-    device = resolve_device(cfg.device)
-    seed_everything(cfg.seed)
-    env = probe_env(cfg, "PPO")  # spaces, make_env options, frame skip, stop score
-    lrn = Learner(cfg, env.obs_shape, env.n_actions, device)
-    c = lrn.c
-    policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
 
-    # A resumed run is restored first (its workers' env seeds follow the step counter); a fresh
-    # run's directory is made once Ray, the workers and the rollout size are accepted.
-    run = start_run(cfg, lrn, env, algo="ppo") if resuming else None
-    sampler = session = None
-    try:
-        sampler = start_sampler(
+
+class RaySource:
+    """The Ray workers and what the driver keeps of them: the sampler, its statistics, the
+    policy lag of each worker rollout since the last row, and whether each env's last step ended
+    its episode (the next rollout's ``starts[0]``)."""
+
+    def __init__(self, cfg: PPOConfig, env: Any, lrn: Learner, env_seed: int):
+        self.cfg, self.lrn = cfg, lrn
+        self.policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
+        self.sampler = start_sampler(
             cfg,
             cfg.env,
             functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions),
             env_options=env.options,
-            seed=restart_env_seed(cfg.seed, c.steps),
+            seed=env_seed,
         )
-        n_envs = sampler.num_workers * sampler.envs_per_worker
+        n_envs = self.sampler.num_workers * self.sampler.envs_per_worker
         if cfg.num_steps * n_envs < cfg.minibatches:
+            self.close()
             raise ConfigError(
                 f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
                 f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
             )
-        run = run or start_run(cfg, lrn, env, algo="ppo")
-        session = RunSession(
-            run, cfg, algo="ppo", env_id=env.info.env_id, device=device, tracker=lrn.tracker,
-            clock=lrn.clock, stop_score=env.stop_score, recurrent=False,
-        )  # fmt: skip
-        stats = RayStats(sampler, cfg.ray)
-        last_done = np.ones(n_envs, dtype=bool)  # the next rollout's starts[0]
-        lags: list[float] = []  # policy lag of each worker rollout since the last row
+        self.stats = RayStats(self.sampler, cfg.ray)
+        self.last_done = np.ones(n_envs, dtype=bool)
+        self.lags: list[float] = []
 
-        def row_now(frames: int) -> dict[str, Any]:
-            row = {**lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
-            lags.clear()
-            return {**row, **stats.columns()}
+    @property
+    def pids(self) -> list[int | None]:
+        return self.sampler.pids
 
-        session.open(
-            columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
-            frames=lrn.frames,
-            desc=f"ppo {env.info.env_id} ray x{sampler.num_workers}",
-        )
-        threads = learner_threads(sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
-        with num_threads(threads):
-            with StopOnInterrupt() as stop:
-                while not session.should_stop(stop, lrn.frames):
-                    # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
-                    lrn.set_lr(lrn.frames)
+    def row(self, frames: int) -> dict[str, Any]:
+        lags, self.lags = self.lags, []
+        row = {**self.lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
+        return {**row, **self.stats.columns()}
 
-                    # 2. Rollout: num_steps of every env of every worker, all with these weights.
-                    t0 = time.perf_counter()
-                    sampler.set_weights(policy, version=c.updates, force=True)
-                    try:
-                        rollouts = sampler.collect_rollouts(cfg.num_steps)
-                    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
-                        raise WorkerFailedError(str(exc)) from exc
-                    r = concat_rollouts(rollouts)
-                    meta = r.meta
-                    lrn.episodes_done(meta.env_steps, meta.episode_returns, meta.episode_lengths)
-                    for part in rollouts:
-                        lags.append(sampler.policy_lag(part))
-                        stats.add(part, lags[-1])
-                    rollout_s = time.perf_counter() - t0
+    def close(self) -> None:
+        self.sampler.shutdown()
 
-                    # 3. Advantages: GAE with the workers' bootstrap values (truncation:
-                    #    V(final_obs); the last step: V of the observation after the rollout).
-                    t1 = time.perf_counter()
-                    batch = _to_batch(r, last_done, device, cfg.gamma, cfg.gae_lambda)
-                    last_done = r.terminated[-1] | r.truncated[-1]
 
-                    # 4. PPO epochs: the local loop's update phase.
-                    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
-
-                    # 5. Metrics row and checkpoint, by seconds and/or frames.
-                    frames = lrn.frames
-                    session.bar.update(frames, lrn.tracker, upd=c.updates)
-                    session.cadence(
-                        frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                        row=functools.partial(row_now, frames), save=lrn.save,
-                        on_log=on_log, pids=sampler.pids,
-                    )  # fmt: skip
-
-            # The end: a last checkpoint and row, the summary and the learning curve.
-            frames = lrn.frames
-            return session.end(
-                frames, row=functools.partial(row_now, frames), save=lrn.save,
-                steps=c.steps, updates=c.updates, grad_steps=c.grad_steps,
-                title=f"PPO {env.info.env_id} (Ray)", extra={"ray": stats.summary()},
-            )  # fmt: skip
-    finally:
-        if session is not None:
-            session.close()
-        elif run is not None:  # started, then failed before the session: unlock
-            run.release()
-        if sampler is not None:
-            sampler.shutdown()
+def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
+    """One PPO update on a rollout from the Ray workers."""
+    cfg, sampler = lrn.cfg, source.sampler
+    # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
+    lrn.set_lr(lrn.frames)
+    # 2. Rollout: num_steps of every env of every worker, all with these weights.
+    t0 = time.perf_counter()
+    sampler.set_weights(source.policy, version=lrn.c.updates, force=True)
+    try:
+        rollouts = sampler.collect_rollouts(cfg.num_steps)
+    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
+        raise WorkerFailedError(str(exc)) from exc
+    r = concat_rollouts(rollouts)
+    meta = r.meta
+    lrn.episodes_done(meta.env_steps, meta.episode_returns, meta.episode_lengths)
+    for part in rollouts:
+        source.lags.append(sampler.policy_lag(part))
+        source.stats.add(part, source.lags[-1])
+    rollout_s = time.perf_counter() - t0
+    # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs); the last
+    #    step: V of the observation after the rollout).
+    t1 = time.perf_counter()
+    batch = _to_batch(r, source.last_done, lrn.device, cfg.gamma, cfg.gae_lambda)
+    source.last_done = r.terminated[-1] | r.truncated[-1]
+    # 4. PPO epochs: the local loop's update phase.
+    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
+    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates)
 
 
 def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> TrainBatch:

@@ -118,10 +118,9 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         return train_ray(cfg, on_log=on_log)
     name = "ppo-lstm" if cfg.recurrent else "ppo"
     algo = Algorithm(
-        name=name, label="PPO", title=name.upper(), columns=METRIC_COLUMNS,
+        name=name, label="PPO", title=name.upper() + " {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
-        source=lambda cfg, env, lrn: Rollout(cfg, env.options, env.obs_space, lrn),
-        start=_start,
+        source=_rollout,
         iterate=iterate,
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
         summary_algo="ppo", recurrent=cfg.recurrent,
@@ -129,8 +128,14 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     return run_training(cfg, algo, on_log=on_log)
 
 
-def _start(lrn: Learner, rollout: Rollout, env_seed: int) -> Rollout:
-    rollout.reset(env_seed)
+def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
+    """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
+    rollout = Rollout(cfg, env.options, env.obs_space, lrn)
+    try:
+        rollout.reset(env_seed)
+    except BaseException:
+        rollout.close()
+        raise
     return rollout
 
 

@@ -96,18 +96,23 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     """Train, write the run directory, return the summary (what ``summary.json`` holds). The
     run loop (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per update."""
     algo = Algorithm(
-        name="pqn", label="PQN", title="PQN", columns=METRIC_COLUMNS,
+        name="pqn", label="PQN", title="PQN {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
-        source=lambda cfg, env, lrn: Rollout(cfg, env.options, env.obs_space, lrn),
-        start=_start,
+        source=_rollout,
         iterate=iterate,
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
 
-def _start(lrn: Learner, rollout: Rollout, env_seed: int) -> Rollout:
-    rollout.reset(env_seed)
+def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
+    """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
+    rollout = Rollout(cfg, env.options, env.obs_space, lrn)
+    try:
+        rollout.reset(env_seed)
+    except BaseException:
+        rollout.close()
+        raise
     return rollout
 
 
