@@ -4,15 +4,21 @@ Every algorithm keeps its own frozen dataclass (``algos/<algo>/config.py``) with
 field, a ``validate()`` for cross-field checks and a dict of named presets; the fields every
 trainer shares (the env and its Atari options, how long a run goes, where it writes, how often it
 logs and checkpoints) are :class:`TrainerConfig`'s, written and documented once. :func:`parse_config`
-turns ``--preset NAME`` plus the remaining flags into a resolved, validated config via tyro, so
-``--help`` documents every field.
+turns ``--preset NAME``, ``--config FILE`` and the remaining flags into a resolved, validated
+config via tyro, so ``--help`` documents every field. Each layer overrides the one before:
+the preset's defaults < the config file's fields (:func:`load_config_file`) < command-line flags.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import enum
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
@@ -22,16 +28,221 @@ class ConfigError(ValueError):
     """An inconsistent or unknown configuration; the message says which fields and how to fix."""
 
 
-def _split_preset(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+def _split_flag(argv: Sequence[str], flag: str, what: str) -> tuple[str | None, list[str]]:
+    """``(VALUE, argv without it)`` for ``flag VALUE`` or ``flag=VALUE`` in ``argv`` (``None``
+    if absent); ``ConfigError`` if it has no value or comes twice. ``what`` names the value."""
+    value, rest, i = None, [], 0
     argv = list(argv)
+    while i < len(argv):
+        a = argv[i]
+        if a == flag or a.startswith(flag + "="):
+            if value is not None:
+                raise ConfigError(f"{flag} given twice; give one {what}")
+            if a == flag:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"{flag} needs a {what}")
+                value, i = argv[i + 1], i + 2
+            else:
+                value, i = a.split("=", 1)[1], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return value, rest
+
+
+def _split_preset(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    return _split_flag(argv, "--preset", "name")
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (None if absent)."""
     for i, a in enumerate(argv):
-        if a == "--preset":
-            if i + 1 >= len(argv):
-                raise ConfigError("--preset needs a name")
-            return argv[i + 1], argv[:i] + argv[i + 2 :]
-        if a.startswith("--preset="):
-            return a.split("=", 1)[1], argv[:i] + argv[i + 1 :]
-    return None, argv
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# --config FILE: a file of config fields between the preset and the command-line flags
+# --------------------------------------------------------------------------------------------
+RUN_LOCATION_FIELDS = ("run_dir", "resume")
+"""Fields a config file never sets: they say where a run lives, and a run's own config.json
+names its own directory. A run started from another run's config.json is a new run in a new
+directory (``--run-dir`` on the command line, else the default)."""
+
+CONFIG_FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+def config_file_help(cls: type, presets: bool = True) -> str:
+    """What ``--help`` says about ``--config FILE`` for the config ``cls``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    text = (
+        "--config FILE reads config fields from a YAML (.yaml/.yml), JSON (.json) or TOML "
+        "(.toml) file: a mapping of field names to values (max_frames: 1000000; max-frames, as "
+        "the flag is spelled, works too)"
+    )
+    text += "; a run's own config.json works as it is. " if "run_dir" in names else ". "
+    text += f"Order: {'preset' if presets else 'the'} defaults < config file < command-line flags."
+    location = [f for f in RUN_LOCATION_FIELDS if f in names]
+    if location:
+        text += (
+            f" A file's {' and '.join(location)} {'are' if len(location) > 1 else 'is'} ignored: "
+            "a run started from another run's config.json is a new run in a new directory "
+            "(give --run-dir on the command line)."
+        )
+    if "resume" in names:
+        text += " --resume RUN_DIR continues with the run's own config and refuses --config."
+    return text
+
+
+def _yaml_loader():
+    """PyYAML's SafeLoader, but ``1e-4`` is a float (YAML 1.1 wants ``1.0e-4``), as in JSON and
+    on the command line; ``None`` when PyYAML is not installed."""
+    try:
+        import yaml
+    except ImportError:
+        return None
+    import re
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # SafeLoader's float pattern with the dot optional: 1e-4, 3E5, -2.5e+3, .5, 1.0, inf, nan.
+    Loader.yaml_implicit_resolvers = {
+        k: [r for r in v if r[0] != "tag:yaml.org,2002:float"]
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+            |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+            |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+            |[-+]?\.(?:inf|Inf|INF)
+            |\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The mapping of config fields in a ``--config`` file (by its suffix: JSON, YAML, TOML).
+    ``ConfigError`` naming the file and what is wrong: missing, unreadable, an unknown suffix,
+    not parseable (with the line and column where the parser gives them), not a mapping."""
+    path = Path(path)
+    where = f"--config {path}"
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        hint = (
+            f"; a run's config is {path / 'config.json'}"
+            if (path / "config.json").is_file()
+            else ""
+        )
+        raise ConfigError(f"{where}: is a directory, not a file{hint}")
+    if not path.exists():
+        raise ConfigError(f"{where}: no such file")
+    if suffix not in CONFIG_FILE_SUFFIXES:
+        raise ConfigError(
+            f"{where}: unknown file type {suffix or '(no suffix)'!r}; give a .json, .yaml, .yml "
+            "or .toml file"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read it ({exc})") from None
+    kind = {".json": "JSON", ".toml": "TOML"}.get(suffix, "YAML")
+    if suffix == ".json":
+        import json
+
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            ) from None
+    elif suffix == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            raise ConfigError(
+                f"{where}: reading TOML needs Python 3.11 or later (tomllib); give a .json or "
+                ".yaml file"
+            ) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:  # its message says the line and column
+            raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    else:
+        loader = _yaml_loader()
+        if loader is None:
+            raise ConfigError(
+                f"{where}: reading YAML needs PyYAML (pip install pyyaml); or give a .json file"
+            )
+        import yaml
+
+        try:
+            data = yaml.load(text, Loader=loader)  # a SafeLoader subclass
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{where}: not valid YAML ({problem}{at})") from None
+    if data is None:
+        raise ConfigError(f"{where}: is empty; it needs a mapping of config fields (field: value)")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where}: holds a {kind} {type(data).__name__}, not a mapping of config fields "
+            "(field: value)"
+        )
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(f"{where}: field names must be strings, got {bad[0]!r}")
+    return data
+
+
+def load_config_file(cls: type[T], path: str | os.PathLike, base: T) -> T:
+    """``base`` (the preset's config) with the fields in the ``--config`` file ``path`` set, not
+    validated (the flags come next). Field names are the config's (``max_frames``) or its flags'
+    (``max-frames``); :data:`RUN_LOCATION_FIELDS` in the file are ignored. ``ConfigError``
+    naming the file for anything :func:`read_config_file` refuses, a field of another
+    algorithm's config, an unknown field (with close matches) and a value of the wrong type
+    (naming the field)."""
+    import difflib
+
+    where = f"--config {path}"
+    data: dict[str, Any] = {}
+    for key, value in read_config_file(path).items():
+        name = key.replace("-", "_")
+        if name in data:
+            raise ConfigError(f"{where}: field {name!r} given twice (as {key!r} too)")
+        data[name] = value
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    want = getattr(base, "algo", None)  # a trainer's: a bench's algo field is a choice
+    if issubclass(cls, TrainerConfig) and "algo" in data and data["algo"] != want:
+        raise ConfigError(
+            f"{where}: is a config of algo {data['algo']!r}, and this trainer's algo is "
+            f"{want!r}; give the file to rapidrl train {data['algo']}"
+        )
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        parts = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, sorted(fields), n=3)
+            parts.append(f"{k!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise ConfigError(
+            f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(parts)} for "
+            f"{cls.__name__}; the fields are the --help flags, - or _ alike"
+        )
+    merged = config_to_dict(base)
+    merged.update({k: v for k, v in data.items() if k not in RUN_LOCATION_FIELDS})
+    try:
+        return config_from_dict(cls, merged)
+    except (TypeError, ValueError) as exc:  # "lr: expected a number, got 'x'": names the field
+        raise ConfigError(f"{where}: field {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -151,6 +362,35 @@ class TrainerConfig:
             )
 
 
+@dataclass(frozen=True)
+class RayTrainerConfig(TrainerConfig):
+    """:class:`TrainerConfig` and the fields of a trainer whose experience can come from Ray
+    workers (each algorithm's ``ray_loop`` module says how its driver uses them)."""
+
+    ray: str | None = None
+    """Collect experience on Ray: local = start Ray on this machine (also `--ray` alone), else
+    the address of a running cluster (auto, HOST:6379, ray://HOST:10001); serial = the same Ray
+    driver with its workers in this process (no Ray needed; for tests and debugging; workers
+    auto = 1). None: no Ray, the local vector env. See rapidrl.algos.<algo>.ray_loop."""
+    workers: str = "auto"
+    """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
+    envs_per_worker: int = 4
+    """Envs in each Ray worker's vector env (--backend; auto = serial inside a worker)."""
+    ray_cpus_per_worker: float = 1.0
+    """Ray CPUs each worker reserves (its torch threads: the integer part, at least 1)."""
+
+    def validate_ray(self) -> None:
+        """The checks of these fields (every such config's ``validate()`` calls it)."""
+        ray_workers(self.workers)
+        self.require_ints("envs_per_worker")
+        need(
+            self.ray_cpus_per_worker > 0,
+            f"--ray-cpus-per-worker must be > 0, got {self.ray_cpus_per_worker}",
+        )
+        if self.ray is not None:
+            need(bool(self.ray.strip()), "--ray needs 'local', 'serial' or a cluster address")
+
+
 def need(cond: bool, message: str) -> None:
     """``ConfigError(message)`` unless ``cond``: the one line of every config check."""
     if not cond:
@@ -203,13 +443,20 @@ def parse_config(
     default_preset: str | None = None,
     description: str | None = None,
 ) -> T:
-    """``--preset NAME`` picks the defaults; every other flag overrides a field (tyro)."""
+    """``--preset NAME`` picks the defaults, ``--config FILE`` sets the fields it holds, every
+    other flag overrides a field (tyro): preset < file < flags. Without presets (and no
+    ``default_preset``) ``--preset`` is left to ``cls`` (a bench's own ``preset`` field)."""
     import difflib
 
     import tyro
 
-    name, rest = _split_preset(argv)
+    config_file, rest = _split_flag(argv, "--config", "file")
+    use_presets = bool(presets) or default_preset is not None
+    name, rest = _split_preset(rest) if use_presets else (None, rest)
     rest = _ray_flag_default(cls, rest)
+    resume = flag_value(rest, "--resume")
+    if config_file is not None and resume is not None and resume != "None":
+        raise ConfigError("--resume continues a run with its own config; drop --config")
     name = name or default_preset
     if name is None:
         default = cls()
@@ -221,10 +468,15 @@ def parse_config(
         raise ConfigError(
             f"unknown preset {name!r}{hint} Available presets: {', '.join(sorted(presets))}"
         )
-    preset_help = ", ".join(sorted(presets))
+    if config_file is not None:
+        default = load_config_file(cls, config_file, default)
     desc = (description or (cls.__doc__ or "")).strip()
-    desc += f"\n\n--preset NAME picks the defaults below (presets: {preset_help}"
-    desc += f"; default: {name or 'none'}). Any flag overrides a preset value."
+    if use_presets:
+        desc += f"\n\n--preset NAME picks the defaults below (presets: {', '.join(sorted(presets))}"
+        desc += f"; default: {name or 'none'}). Any flag overrides a preset value."
+    desc += "\n\n" + config_file_help(cls, use_presets)
+    if config_file is not None:
+        desc += f" The defaults below include {config_file}."
     cfg = tyro.cli(cls, args=rest, default=default, prog=prog, description=desc)
     validate = getattr(cfg, "validate", None)
     if validate is not None:
@@ -279,3 +531,139 @@ class BenchEnvsConfig:
         self.num_envs_list()
         if self.seconds <= 0 or self.repeats < 1:
             raise ConfigError("--seconds must be > 0 and --repeats >= 1")
+
+
+# --------------------------------------------------------------------------------------------
+# dataclass <-> JSON (config.json, --config FILE)
+# --------------------------------------------------------------------------------------------
+def config_to_dict(obj: Any) -> Any:
+    """A (nested, frozen) dataclass config -> JSON-ready dicts/lists/scalars.
+
+    Tuples and lists become lists, ``Path`` a string, ``Enum`` its value, numpy scalars Python
+    scalars; dict keys become strings. Only ``init`` fields are written: what the constructor
+    takes is what ``config_from_dict`` gives back.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            f.name: config_to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init
+        }
+    if isinstance(obj, enum.Enum):
+        return config_to_dict(obj.value)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): config_to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [config_to_dict(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalar
+        return obj.item()
+    raise TypeError(f"cannot write {type(obj).__name__} {obj!r} to a JSON config")
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    """Convert JSON ``value`` to type ``tp`` (a resolved annotation); ``where`` names the field."""
+    if tp is Any or tp is object:
+        return value
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _convert(args[0], value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, where)
+            except (TypeError, ValueError) as e:
+                errors.append(str(e))
+        raise ValueError(f"{where}: {value!r} matches none of {tp}: {'; '.join(errors)}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{where}: {value!r} is not one of {args}")
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected an object for {tp.__name__}, got {value!r}")
+        return config_from_dict(tp, value, _where=where)
+    if origin is tuple or tp is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
+        if not args:
+            return tuple(value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args == ((),):  # tuple[()]
+            args = ()
+        if len(args) != len(value):
+            raise ValueError(f"{where}: expected {len(args)} items for {tp}, got {value!r}")
+        return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin in (list, set, frozenset) or tp in (list, set, frozenset):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
+        items = [_convert(args[0], v, f"{where}[{i}]") if args else v for i, v in enumerate(value)]
+        return (origin or tp)(items)
+    if origin is dict or tp is dict or origin is Mapping:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected an object for {tp}, got {value!r}")
+        kt, vt = args if args else (Any, Any)
+        return {
+            _convert(kt, k, where) if kt is not str else k: _convert(vt, v, f"{where}.{k}")
+            for k, v in value.items()
+        }
+    if isinstance(tp, type):
+        if issubclass(tp, enum.Enum):
+            return tp(value)
+        if issubclass(tp, os.PathLike) or tp is Path:
+            return Path(value)
+        if tp is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"{where}: expected a bool, got {value!r}")
+            return value
+        if tp is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{where}: expected a number, got {value!r}")
+            return float(value)
+        if tp is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, str) and value.lstrip("-").isdigit():  # from dict keys
+                    return int(value)
+                raise TypeError(f"{where}: expected an int, got {value!r}")
+            return value
+        if tp is str:
+            if not isinstance(value, str):
+                raise TypeError(f"{where}: expected a string, got {value!r}")
+            return value
+    return value
+
+
+def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "") -> T:
+    """JSON dicts -> the dataclass ``cls`` (nested dataclasses, tuples, ``X | None`` rebuilt).
+
+    Unknown keys raise ``ValueError`` naming them (a renamed field must not be dropped silently);
+    missing keys take the field's default (a config written before the field existed), or the
+    value ``cls.FORMER_DEFAULTS`` gives for it: what such a config meant, where a new field's
+    default changed the behaviour (a resumed run must go on as it ran).
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass type")
+    hints = typing.get_type_hints(cls, include_extras=False)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"{_where or cls.__name__}: unknown config field(s) {unknown} for {cls.__name__}; "
+            f"known: {sorted(fields)}"
+        )
+    kwargs = {
+        name: _convert(hints.get(name, Any), data[name], f"{_where}.{name}" if _where else name)
+        for name in fields
+        if name in data
+    }
+    former = getattr(cls, "FORMER_DEFAULTS", {})
+    kwargs.update({k: v for k, v in former.items() if k in fields and k not in data})
+    return cls(**kwargs)

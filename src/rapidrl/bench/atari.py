@@ -621,13 +621,14 @@ def _plot_quietly(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench atari [--games ...] [--algos ppo:fast] [--seeds 1] [-- TRAINER ARGS]``"""
-    import tyro
+    """``rapidrl bench atari [--config FILE] [--games ...] [--algos ppo:fast] [--seeds 1]
+    [-- TRAINER ARGS]``: ``--config`` holds the bench's fields (flags override it)."""
+    from rapidrl.config import parse_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
     own, extra = split_extra(argv)
-    b = tyro.cli(BenchAtariConfig, args=own, prog="rapidrl bench atari", description=__doc__)
     try:
+        b = parse_config(BenchAtariConfig, {}, own, prog="rapidrl bench atari", description=__doc__)
         result = bench_atari(b, extra, argv)
     except ConfigError as exc:
         print(f"rapidrl: error: {exc}", file=sys.stderr)

@@ -461,12 +461,13 @@ def _bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench solve [--algo ppo] [--preset fast] [--seeds 1,2,3] [-- TRAINER ARGS]``"""
-    import tyro
+    """``rapidrl bench solve [--config FILE] [--algo ppo] [--preset fast] [--seeds 1,2,3]
+    [-- TRAINER ARGS]``: ``--config`` holds the bench's fields (flags override it)."""
+    from rapidrl.config import parse_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
     own, extra = split_extra(argv)
-    b = tyro.cli(BenchSolveConfig, args=own, prog="rapidrl bench solve", description=__doc__)
+    b = parse_config(BenchSolveConfig, {}, own, prog="rapidrl bench solve", description=__doc__)
     result = bench_solve(b, extra, argv)
     s = result["summary"]
     return 0 if s["failed"] == 0 else 1

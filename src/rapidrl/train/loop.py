@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from rapidrl.config import ConfigError, parse_config
+from rapidrl.config import ConfigError, flag_value, parse_config
 from rapidrl.hardware import cpu_count, describe, hardware_record
 from rapidrl.train.metrics import EpisodeTracker, MetricsLogger, RunClock
 from rapidrl.train.plots import plot_learning_curve
@@ -494,16 +494,6 @@ class Every:
         self.last_time = time.monotonic()
 
 
-def flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (None if absent)."""
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
 def load_run_config(cls: type[T], run_dir: str | os.PathLike, algo: str) -> T:
     """The ``cls`` config saved in ``run_dir/config.json`` (``ConfigError`` if absent/foreign)."""
     from rapidrl.train.run import config_from_dict, read_config_json
@@ -534,16 +524,18 @@ def parse_with_resume(
     default_preset: str,
     algo: str,
 ) -> T:
-    """``--preset NAME`` + field flags -> config. With ``--resume RUN_DIR`` the run's own
-    config.json gives the defaults (flags still override; the checkpoint check then rejects
-    changes that would alter what the checkpoint means)."""
+    """``--preset NAME`` + ``--config FILE`` + field flags -> config (preset < file < flags:
+    :func:`rapidrl.config.parse_config`). With ``--resume RUN_DIR`` the run's own config.json
+    gives the defaults (flags still override; the checkpoint check then rejects changes that
+    would alter what the checkpoint means); ``--preset`` and ``--config`` are refused there."""
     import dataclasses
 
     argv = list(argv)
     resume = flag_value(argv, "--resume")
     if resume and resume != "None":
-        if flag_value(argv, "--preset") is not None:
-            raise ConfigError("--resume continues a run with its own config; drop --preset")
+        for flag in ("--preset", "--config"):  # checked before the run is read
+            if flag_value(argv, flag) is not None:
+                raise ConfigError(f"--resume continues a run with its own config; drop {flag}")
         saved = load_run_config(cls, resume, algo)
         saved = dataclasses.replace(saved, resume=resume, run_dir=None)
         return parse_config(cls, {"resumed": saved}, argv, prog=prog, default_preset="resumed")

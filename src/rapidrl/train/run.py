@@ -13,20 +13,18 @@ A run directory holds everything one training run writes::
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import errno
 import json
 import os
 import re
 import tempfile
-import types
 import typing
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from rapidrl.config import config_from_dict, config_to_dict
 from rapidrl.train.lock import RunLock, check_unlocked
 
 __all__ = [
@@ -177,141 +175,8 @@ def atomic_write_text(path: str | os.PathLike, text: str, what: str | None = Non
 
 
 # --------------------------------------------------------------------------------------------
-# dataclass <-> JSON
+# config.json (the conversion itself: rapidrl.config.config_to_dict / config_from_dict)
 # --------------------------------------------------------------------------------------------
-def config_to_dict(obj: Any) -> Any:
-    """A (nested, frozen) dataclass config -> JSON-ready dicts/lists/scalars.
-
-    Tuples and lists become lists, ``Path`` a string, ``Enum`` its value, numpy scalars Python
-    scalars; dict keys become strings. Only ``init`` fields are written: what the constructor
-    takes is what ``config_from_dict`` gives back.
-    """
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {
-            f.name: config_to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init
-        }
-    if isinstance(obj, enum.Enum):
-        return config_to_dict(obj.value)
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    if isinstance(obj, Mapping):
-        return {str(k): config_to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [config_to_dict(v) for v in obj]
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalar
-        return obj.item()
-    raise TypeError(f"cannot write {type(obj).__name__} {obj!r} to a JSON config")
-
-
-def _convert(tp: Any, value: Any, where: str) -> Any:
-    """Convert JSON ``value`` to type ``tp`` (a resolved annotation); ``where`` names the field."""
-    if tp is Any or tp is object:
-        return value
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _convert(args[0], value, where)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(arg, value, where)
-            except (TypeError, ValueError) as e:
-                errors.append(str(e))
-        raise ValueError(f"{where}: {value!r} matches none of {tp}: {'; '.join(errors)}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ValueError(f"{where}: {value!r} is not one of {args}")
-        return value
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, Mapping):
-            raise TypeError(f"{where}: expected an object for {tp.__name__}, got {value!r}")
-        return config_from_dict(tp, value, _where=where)
-    if origin is tuple or tp is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
-        if not args:
-            return tuple(value)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if args == ((),):  # tuple[()]
-            args = ()
-        if len(args) != len(value):
-            raise ValueError(f"{where}: expected {len(args)} items for {tp}, got {value!r}")
-        return tuple(_convert(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin in (list, set, frozenset) or tp in (list, set, frozenset):
-        if not isinstance(value, (list, tuple)):
-            raise TypeError(f"{where}: expected a list for {tp}, got {value!r}")
-        items = [_convert(args[0], v, f"{where}[{i}]") if args else v for i, v in enumerate(value)]
-        return (origin or tp)(items)
-    if origin is dict or tp is dict or origin is Mapping:
-        if not isinstance(value, Mapping):
-            raise TypeError(f"{where}: expected an object for {tp}, got {value!r}")
-        kt, vt = args if args else (Any, Any)
-        return {
-            _convert(kt, k, where) if kt is not str else k: _convert(vt, v, f"{where}.{k}")
-            for k, v in value.items()
-        }
-    if isinstance(tp, type):
-        if issubclass(tp, enum.Enum):
-            return tp(value)
-        if issubclass(tp, os.PathLike) or tp is Path:
-            return Path(value)
-        if tp is bool:
-            if not isinstance(value, bool):
-                raise TypeError(f"{where}: expected a bool, got {value!r}")
-            return value
-        if tp is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{where}: expected a number, got {value!r}")
-            return float(value)
-        if tp is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, str) and value.lstrip("-").isdigit():  # from dict keys
-                    return int(value)
-                raise TypeError(f"{where}: expected an int, got {value!r}")
-            return value
-        if tp is str:
-            if not isinstance(value, str):
-                raise TypeError(f"{where}: expected a string, got {value!r}")
-            return value
-    return value
-
-
-def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "") -> T:
-    """JSON dicts -> the dataclass ``cls`` (nested dataclasses, tuples, ``X | None`` rebuilt).
-
-    Unknown keys raise ``ValueError`` naming them (a renamed field must not be dropped silently);
-    missing keys take the field's default (a config written before the field existed), or the
-    value ``cls.FORMER_DEFAULTS`` gives for it: what such a config meant, where a new field's
-    default changed the behaviour (a resumed run must go on as it ran).
-    """
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"{cls!r} is not a dataclass type")
-    hints = typing.get_type_hints(cls, include_extras=False)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(
-            f"{_where or cls.__name__}: unknown config field(s) {unknown} for {cls.__name__}; "
-            f"known: {sorted(fields)}"
-        )
-    kwargs = {
-        name: _convert(hints.get(name, Any), data[name], f"{_where}.{name}" if _where else name)
-        for name in fields
-        if name in data
-    }
-    former = getattr(cls, "FORMER_DEFAULTS", {})
-    kwargs.update({k: v for k, v in former.items() if k in fields and k not in data})
-    return cls(**kwargs)
-
-
 def save_config(config: Any, path: str | os.PathLike) -> Path:
     """Write a dataclass config as indented JSON, atomically."""
     return atomic_write_text(
