@@ -3,7 +3,7 @@
 Pieces (one place each):
 
 - :mod:`.policy` -- the acting protocol ``policy_factory() -> nn.Module`` with
-  ``act(obs, epsilon | None) -> dict``; adapters ``QPolicy`` / ``ActorCriticPolicy``;
+  ``act(obs, epsilon | None) -> dict``; adapters ``QPolicy`` / ``QLambdaPolicy`` / ``ActorCriticPolicy``;
   ``apex_epsilons``.
 - :mod:`.batches` -- ``TransitionBatch`` (DQN) and ``RolloutBatch`` (PPO): numpy arrays + meta
   (worker id, node id, weights version, episode stats).
@@ -43,6 +43,7 @@ from rapidrl.distributed.batches import BatchMeta, RolloutBatch, TransitionBatch
 from rapidrl.distributed.policy import (
     ActorCriticPolicy,
     Policy,
+    QLambdaPolicy,
     QPolicy,
     apex_epsilons,
     make_actor_critic_policy,
@@ -64,6 +65,7 @@ __all__ = [
     "ActorCriticPolicy",
     "BatchMeta",
     "Policy",
+    "QLambdaPolicy",
     "QPolicy",
     "RaySampler",
     "RolloutBatch",

@@ -34,6 +34,7 @@ from rapidrl.nets.exploration import epsilon_greedy_torch
 __all__ = [
     "ActorCriticPolicy",
     "Policy",
+    "QLambdaPolicy",
     "QPolicy",
     "apex_epsilons",
     "make_actor_critic_policy",
@@ -104,6 +105,27 @@ class QPolicy(nn.Module):
             return {"actions": greedy}
         eps = torch.as_tensor(epsilon, dtype=torch.float32).expand(greedy.shape[0])
         return {"actions": epsilon_greedy_torch(greedy, eps, self.n_actions)}
+
+
+class QLambdaPolicy(nn.Module):
+    """On-policy epsilon-greedy acting over a Q-network for PQN's rollouts: one exploration
+    rate for every env, held in the buffer ``epsilon`` so that the published weights carry the
+    schedule's current value; ``values`` are each observation's max-Q, what the Q(lambda)
+    targets bootstrap from (so a worker's rollout has the max-Q of every observation acted on,
+    of the final observation at a time limit and of the observation after the rollout). The
+    weights are ``q``'s under the prefix ``q.``."""
+
+    def __init__(self, q: nn.Module, n_actions: int | None = None):
+        super().__init__()
+        self.q = q
+        self.n_actions = int(n_actions if n_actions is not None else q.n_actions)
+        self.register_buffer("epsilon", torch.zeros(()))
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, epsilon: torch.Tensor | None = None) -> dict:
+        max_q, greedy = self.q(obs).float().max(dim=1)
+        actions = epsilon_greedy_torch(greedy, self.epsilon.item(), self.n_actions)
+        return {"actions": actions, "logprobs": torch.zeros_like(max_q), "values": max_q}
 
 
 class ActorCriticPolicy(nn.Module):

@@ -20,8 +20,10 @@ from rapidrl.distributed.sampler import RaySampler, SerialSampler, require_ray
 
 __all__ = [
     "RAY_COLUMNS",
+    "RayDriver",
     "RayStats",
     "check_ray",
+    "check_ray_config",
     "learner_threads",
     "start_sampler",
     "worker_backend",
@@ -40,6 +42,35 @@ def check_ray(address: str | None = None) -> None:
         require_ray()
     except ImportError as exc:
         raise ConfigError(f"--ray: {exc}") from exc
+
+
+def check_ray_config(cfg: Any) -> None:
+    """A Ray driver's ``Algorithm.check``: ``cfg.ray`` set, and Ray there unless serial."""
+    if cfg.ray is None:
+        raise ConfigError("a Ray driver needs cfg.ray ('local', 'serial' or a cluster address)")
+    check_ray(cfg.ray)
+
+
+class RayDriver:
+    """What every Ray driver's experience source holds and shows the run loop: the sampler,
+    its statistics, the env processes' pids, the learner's threads beside the workers, the
+    progress bar's word for the workers, and shutting them down."""
+
+    sampler: RaySampler | SerialSampler
+    stats: RayStats
+
+    @property
+    def pids(self) -> list[int | None]:
+        return self.sampler.pids
+
+    def loop_threads(self, cfg: Any) -> int:
+        return learner_threads(self.sampler, cfg.torch_threads, cfg.ray_cpus_per_worker)
+
+    def describe(self) -> str:
+        return f"ray x{self.sampler.num_workers}"
+
+    def close(self) -> None:
+        self.sampler.shutdown()
 
 
 def worker_backend(backend: str) -> str:

@@ -34,7 +34,7 @@ from rapidrl.train.loop import (
 from rapidrl.train.run import RunDir
 from rapidrl.train.seeding import seed_everything
 
-__all__ = ["Algorithm", "run_training"]
+__all__ = ["Algorithm", "run_training", "started"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,3 +150,14 @@ def run_training(
             run.release()
         if source is not None:
             source.close()
+
+
+def started(source: Any, env_seed: int) -> Any:
+    """``source`` with its envs reset from ``env_seed`` (``source.reset``), closed again if
+    that fails: what a local source's ``Algorithm.source`` returns."""
+    try:
+        source.reset(env_seed)
+    except BaseException:
+        source.close()
+        raise
+    return source

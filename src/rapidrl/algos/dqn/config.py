@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, TrainerConfig, flag_name, need, ray_workers
+from rapidrl.config import ConfigError, RayTrainerConfig, flag_name, need
 
 __all__ = ["DQNConfig", "PRESETS"]
 
@@ -40,7 +40,7 @@ Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "env
 
 
 @dataclass(frozen=True)
-class DQNConfig(TrainerConfig):
+class DQNConfig(RayTrainerConfig):
     """Train a DQN-family agent (DQN, double, dueling, n-step, prioritized, noisy, C51,
     Rainbow). Steps are agent steps summed over envs; frames are emulator frames (steps x
     frame_skip). After every steps_per_update steps comes one update on batch_size x
@@ -163,27 +163,14 @@ class DQNConfig(TrainerConfig):
     non_blocking: bool = True
     """On cuda: host-to-device copies of batches do not block the learner."""
 
-    # --- Ray scale-out (Ape-X style) ---------------------------------------------------------
-    ray: str | None = None
-    """Collect experience on Ray: local = start Ray on this machine (also `--ray` alone), else
-    the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Ray workers (actors)
-    act with fixed Ape-X epsilons (0.4 ** (1 + 7 i / (workers - 1)); all 0 when epsilon_start and
-    epsilon_end are 0, e.g. noisy nets) and stream their steps into this process's replay; the
-    learner keeps the replay ratio of the local loop. serial = the same Ray driver with its workers in this process
-    (no Ray needed; for tests and debugging; workers auto = 1). None: no Ray. See
-    rapidrl.algos.dqn.ray_loop."""
-    workers: str = "auto"
-    """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
-    envs_per_worker: int = 4
-    """Envs in each Ray worker's vector env (--backend; auto = serial inside a worker)."""
+    # --- Ray scale-out (Ape-X style: rapidrl.algos.dqn.ray_loop; ray, workers, envs_per_worker
+    # and ray_cpus_per_worker are RayTrainerConfig's) ----------------------------------------
     ray_batch_steps: int = 32
     """Steps of each env in one batch a Ray worker sends (ray_batch_steps x envs_per_worker
     transitions; one request in flight per worker)."""
     ray_publish_every: int = 10
     """Put the learner's weights in the Ray object store every this many updates; each worker
     loads the newest with its next request (the lag is logged as policy_lag)."""
-    ray_cpus_per_worker: float = 1.0
-    """Ray CPUs each worker reserves (its torch threads: the integer part, at least 1)."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
@@ -284,20 +271,10 @@ class DQNConfig(TrainerConfig):
         self._validate_ray(need)
 
     def _validate_ray(self, need) -> None:
-        ray_workers(self.workers)
-        for name in ("envs_per_worker", "ray_batch_steps", "ray_publish_every"):
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"--{flag_name(name)} must be an int >= 1, got {v!r}",
-            )
-        need(
-            self.ray_cpus_per_worker > 0,
-            f"--ray-cpus-per-worker must be > 0, got {self.ray_cpus_per_worker}",
-        )
+        self.validate_ray()
+        self.require_ints("ray_batch_steps", "ray_publish_every")
         if self.ray is None:
             return
-        need(bool(self.ray.strip()), "--ray needs 'local', 'serial' or a cluster address")
         need(
             self.actor_processes == 0,
             f"--actor-processes {self.actor_processes} and --ray are two ways to act: with --ray "

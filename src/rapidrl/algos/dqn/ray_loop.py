@@ -54,9 +54,9 @@ from rapidrl.distributed.policy import QPolicy, apex_epsilons
 from rapidrl.distributed.sampler import WorkerFailedError
 from rapidrl.distributed.training import (
     RAY_COLUMNS,
+    RayDriver,
     RayStats,
-    check_ray,
-    learner_threads,
+    check_ray_config,
     start_sampler,
 )
 from rapidrl.train.loop import LogEvent
@@ -91,25 +91,17 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         row=lambda lrn, source, frames: {
             **lrn.metrics_row(frames, source.eps), **source.stats.columns()
         },
-        loop_threads=lambda cfg, source: learner_threads(
-            source.sampler, cfg.torch_threads, cfg.ray_cpus_per_worker
-        ),
-        describe=lambda source: f"ray x{source.sampler.num_workers}",
+        loop_threads=lambda cfg, source: source.loop_threads(cfg),
+        describe=lambda source: source.describe(),
         extra=lambda source: {
             "ray": {**source.stats.summary(), "epsilons": source.sampler.epsilons.tolist()}
         },
-        check=_check, grad_steps=False,
+        check=check_ray_config, grad_steps=False,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
 
-def _check(cfg: DQNConfig) -> None:
-    if cfg.ray is None:
-        raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
-    check_ray(cfg.ray)
-
-
-class RaySource:
+class RaySource(RayDriver):
     """The Ray workers (each with its Ape-X epsilon), their statistics, and the batches taken
     from them that the learner has not consumed yet."""
 
@@ -133,13 +125,6 @@ class RaySource:
         self.stats = RayStats(self.sampler, cfg.ray)
         self.eps = float(np.mean(self.sampler.epsilons))
         self.pending: list[Any] = []
-
-    @property
-    def pids(self) -> list[int | None]:
-        return self.sampler.pids
-
-    def close(self) -> None:
-        self.sampler.shutdown()
 
 
 def _start(lrn: Learner, source: RaySource) -> None:

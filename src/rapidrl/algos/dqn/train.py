@@ -60,7 +60,7 @@ from rapidrl.train.loop import (
     probe_env,
     run_from_cli,
 )
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.train.runner import Algorithm, run_training, started
 
 __all__ = [
     "LogEvent",
@@ -101,12 +101,7 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 def _source(cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int) -> VectorSource | ActorSource:
     """The envs, in this process or in actor processes, started from ``env_seed``."""
     if cfg.actor_processes == 0:
-        source = VectorSource(cfg, env.options)
-        try:
-            source.reset(env_seed)
-        except BaseException:
-            source.close()
-            raise
+        source = started(VectorSource(cfg, env.options), env_seed)
     else:
         source = ActorSource(cfg, env.options, lrn, env_seed)
     source.eps = lrn.epsilon()

@@ -31,7 +31,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, TrainerConfig, need, ray_workers
+from rapidrl.config import ConfigError, RayTrainerConfig, need
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -40,7 +40,7 @@ SequenceMode = Literal["packed", "loop", "packed_sequence"]
 
 
 @dataclass(frozen=True)
-class PPOConfig(TrainerConfig):
+class PPOConfig(RayTrainerConfig):
     """Train PPO or recurrent PPO (--recurrent: an LSTM over whole env sequences, trained with
     one LSTM call per length bucket instead of one per step). One update = a rollout of
     num_steps x num_envs agent steps, then epochs x minibatches gradient steps. Frames are
@@ -160,22 +160,6 @@ class PPOConfig(TrainerConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto = cuda if available."""
 
-    # --- Ray scale-out (synchronous) ---------------------------------------------------------
-    ray: str | None = None
-    """Collect the rollouts on Ray: local = start Ray on this machine (also `--ray` alone), else
-    the address of a running cluster (auto, HOST:6379, ray://HOST:10001). Each update gathers
-    num_steps steps from every env of every Ray worker, all acted with the latest weights (no
-    policy lag); the rollout is num_steps x workers x envs_per_worker steps (num_envs, backend
-    layout and env_batch_size do not apply). Feed-forward only. serial = the same Ray driver with its workers in this process
-    (no Ray needed; for tests and debugging; workers auto = 1). None: no Ray. See
-    rapidrl.algos.ppo.ray_loop."""
-    workers: str = "auto"
-    """Ray rollout workers: a number, or auto = the cluster's CPUs / ray_cpus_per_worker."""
-    envs_per_worker: int = 4
-    """Envs in each Ray worker's vector env (--backend; auto = serial inside a worker)."""
-    ray_cpus_per_worker: float = 1.0
-    """Ray CPUs each worker reserves (its torch threads: the integer part, at least 1)."""
-
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
     """Stop after the update that reaches this many emulator frames."""
@@ -289,19 +273,9 @@ class PPOConfig(TrainerConfig):
         self._validate_ray(need)
 
     def _validate_ray(self, need) -> None:
-        ray_workers(self.workers)
-        v = self.envs_per_worker
-        need(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-            f"--envs-per-worker must be an int >= 1, got {v!r}",
-        )
-        need(
-            self.ray_cpus_per_worker > 0,
-            f"--ray-cpus-per-worker must be > 0, got {self.ray_cpus_per_worker}",
-        )
+        self.validate_ray()
         if self.ray is None:
             return
-        need(bool(self.ray.strip()), "--ray needs 'local', 'serial' or a cluster address")
         if self.recurrent:
             raise ConfigError(
                 "recurrent PPO (ppo-lstm, --recurrent) with --ray is not supported yet: the Ray "

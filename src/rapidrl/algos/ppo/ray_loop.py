@@ -45,9 +45,9 @@ from rapidrl.distributed.policy import ActorCriticPolicy
 from rapidrl.distributed.sampler import WorkerFailedError
 from rapidrl.distributed.training import (
     RAY_COLUMNS,
+    RayDriver,
     RayStats,
-    check_ray,
-    learner_threads,
+    check_ray_config,
     start_sampler,
 )
 from rapidrl.train.loop import LogEvent
@@ -73,23 +73,15 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
         columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
         source=RaySource, iterate=iterate, row=lambda lrn, source, frames: source.row(frames),
-        loop_threads=lambda cfg, source: learner_threads(
-            source.sampler, cfg.torch_threads, cfg.ray_cpus_per_worker
-        ),
-        describe=lambda source: f"ray x{source.sampler.num_workers}",
+        loop_threads=lambda cfg, source: source.loop_threads(cfg),
+        describe=lambda source: source.describe(),
         extra=lambda source: {"ray": source.stats.summary()},
-        check=_check, recurrent=False,
+        check=check_ray_config, recurrent=False,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
 
-def _check(cfg: PPOConfig) -> None:
-    if cfg.ray is None:
-        raise ConfigError("train_ray needs cfg.ray ('local' or a cluster address)")
-    check_ray(cfg.ray)
-
-
-class RaySource:
+class RaySource(RayDriver):
     """The Ray workers and what the driver keeps of them: the sampler, its statistics, the
     policy lag of each worker rollout since the last row, and whether each env's last step ended
     its episode (the next rollout's ``starts[0]``)."""
@@ -115,17 +107,10 @@ class RaySource:
         self.last_done = np.ones(n_envs, dtype=bool)
         self.lags: list[float] = []
 
-    @property
-    def pids(self) -> list[int | None]:
-        return self.sampler.pids
-
     def row(self, frames: int) -> dict[str, Any]:
         lags, self.lags = self.lags, []
         row = {**self.lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
         return {**row, **self.stats.columns()}
-
-    def close(self) -> None:
-        self.sampler.shutdown()
 
 
 def iterate(lrn: Learner, source: RaySource, session: Any) -> None:

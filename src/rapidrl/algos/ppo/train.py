@@ -90,7 +90,7 @@ from rapidrl.train.loop import (
     probe_env,
     run_from_cli,
 )
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.train.runner import Algorithm, run_training, started
 
 __all__ = [
     "LSTM_PRESETS",
@@ -130,13 +130,7 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
 def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
     """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    rollout = Rollout(cfg, env.options, env.obs_space, lrn)
-    try:
-        rollout.reset(env_seed)
-    except BaseException:
-        rollout.close()
-        raise
-    return rollout
+    return started(Rollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
 def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:

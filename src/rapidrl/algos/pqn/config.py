@@ -32,7 +32,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, TrainerConfig, flag_name, need
+from rapidrl.config import ConfigError, RayTrainerConfig, flag_name, need
 
 __all__ = ["PRESETS", "PQNConfig"]
 
@@ -40,7 +40,7 @@ Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "env
 
 
 @dataclass(frozen=True)
-class PQNConfig(TrainerConfig):
+class PQNConfig(RayTrainerConfig):
     """Train PQN (parallelized Q-learning): online Q(lambda) over vector-env rollouts, no replay
     buffer, no target network, a LayerNorm after every layer. One update = a rollout of
     num_steps x num_envs epsilon-greedy agent steps, then epochs x minibatches gradient steps of
@@ -209,6 +209,8 @@ class PQNConfig(TrainerConfig):
         )
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
         need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
+        # Ray (rapidrl.algos.pqn.ray_loop): num_steps from every env of every worker an update.
+        self.validate_ray()
 
 
 # The paper's Atari settings (Gallici et al. 2024; their purejaxql config alg/pqn_atari.yaml):

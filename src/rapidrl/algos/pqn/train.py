@@ -61,7 +61,7 @@ from rapidrl.train.loop import (
     probe_env,
     run_from_cli,
 )
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.train.runner import Algorithm, run_training, started
 
 __all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
 
@@ -95,6 +95,10 @@ def step_all(envs, actions: np.ndarray):
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds). The
     run loop (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per update."""
+    if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.pqn.ray_loop
+        from rapidrl.algos.pqn.ray_loop import train_ray
+
+        return train_ray(cfg, on_log=on_log)
     algo = Algorithm(
         name="pqn", label="PQN", title="PQN {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
@@ -107,13 +111,7 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
 def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
     """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    rollout = Rollout(cfg, env.options, env.obs_space, lrn)
-    try:
-        rollout.reset(env_seed)
-    except BaseException:
-        rollout.close()
-        raise
-    return rollout
+    return started(Rollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
 def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
