@@ -22,6 +22,7 @@ commands:
   bench ray      sampler throughput vs Ray workers on a local cluster
   bench solve    minutes and frames to solve a game, several seeds one after the other
   bench atari    a suite: games x algorithms x seeds at one budget, one table (local or Ray)
+  bench profile  where one update's time goes: rollout (acting, envs), advantages, update
   envs           list the env ids and aliases rapidrl knows
 
 Run 'rapidrl COMMAND --help' for the options of a command.
@@ -74,6 +75,7 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("bench", "ray"): _lazy("rapidrl.bench.ray:main"),
     ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),
     ("bench", "atari"): _lazy("rapidrl.bench.atari:main"),
+    ("bench", "profile"): _lazy("rapidrl.bench.profile:main"),
     ("envs",): _envs,
 }
 

@@ -64,6 +64,7 @@ from rapidrl.train.runner import Algorithm, run_training, started
 
 __all__ = [
     "LogEvent",
+    "algorithm",
     "eval_policy",
     "main_dqn",
     "main_rainbow",
@@ -82,7 +83,13 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.dqn.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    algo = Algorithm(
+    return run_training(cfg, algorithm(cfg), on_log=on_log)
+
+
+def algorithm(cfg: DQNConfig) -> Algorithm:
+    """What this algorithm brings to the run loop (:func:`rapidrl.train.runner.run_training`):
+    its learner, its local source of experience, one iteration, its metrics row."""
+    return Algorithm(
         name="dqn", label="DQN", title="DQN {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(
             cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
@@ -95,7 +102,6 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         ),
         grad_steps=False,
     )  # fmt: skip
-    return run_training(cfg, algo, on_log=on_log)
 
 
 def _source(cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int) -> VectorSource | ActorSource:

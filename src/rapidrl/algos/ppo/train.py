@@ -94,6 +94,7 @@ from rapidrl.train.runner import Algorithm, run_training, started
 
 __all__ = [
     "LSTM_PRESETS",
+    "algorithm",
     "LogEvent",
     "Rollout",
     "eval_policy",
@@ -116,8 +117,14 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.ppo.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
+    return run_training(cfg, algorithm(cfg), on_log=on_log)
+
+
+def algorithm(cfg: PPOConfig) -> Algorithm:
+    """What this algorithm brings to the run loop (:func:`rapidrl.train.runner.run_training`):
+    its learner, its local source of experience, one iteration, its metrics row."""
     name = "ppo-lstm" if cfg.recurrent else "ppo"
-    algo = Algorithm(
+    return Algorithm(
         name=name, label="PPO", title=name.upper() + " {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
         source=_rollout,
@@ -125,7 +132,6 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
         summary_algo="ppo", recurrent=cfg.recurrent,
     )  # fmt: skip
-    return run_training(cfg, algo, on_log=on_log)
 
 
 def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:

@@ -63,7 +63,15 @@ from rapidrl.train.loop import (
 )
 from rapidrl.train.runner import Algorithm, run_training, started
 
-__all__ = ["LogEvent", "eval_policy", "main_pqn", "parse_pqn_args", "step_all", "train"]
+__all__ = [
+    "LogEvent",
+    "algorithm",
+    "eval_policy",
+    "main_pqn",
+    "parse_pqn_args",
+    "step_all",
+    "train",
+]
 
 
 def step_all(envs, actions: np.ndarray):
@@ -99,14 +107,19 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
         from rapidrl.algos.pqn.ray_loop import train_ray
 
         return train_ray(cfg, on_log=on_log)
-    algo = Algorithm(
+    return run_training(cfg, algorithm(cfg), on_log=on_log)
+
+
+def algorithm(cfg: PQNConfig) -> Algorithm:
+    """What this algorithm brings to the run loop (:func:`rapidrl.train.runner.run_training`):
+    its learner, its local source of experience, one iteration, its metrics row."""
+    return Algorithm(
         name="pqn", label="PQN", title="PQN {env}", columns=METRIC_COLUMNS,
         learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
         source=_rollout,
         iterate=iterate,
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
     )  # fmt: skip
-    return run_training(cfg, algo, on_log=on_log)
 
 
 def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:

@@ -1,0 +1,308 @@
+"""``rapidrl bench profile``: where one update's time goes, on this machine.
+
+Builds a trainer exactly as ``rapidrl train ALGO`` does (its :class:`rapidrl.train.runner.
+Algorithm`: learner, local source, iteration), runs ``--warmup`` iterations, then ``--updates``
+measured ones, and prints per update (medians):
+
+- wall time by phase, each phase's own time (a call inside another is counted once, in the
+  inner one): the rollout (acting inference ``net.act``/``net.value``; handing actions to the
+  envs, ``send`` / ``step``; waiting for them, ``recv``; the rest, bookkeeping), the
+  advantages or targets (GAE / Q(lambda), bootstrap values included), the update (forward
+  ``evaluate``, ``backward``, optimizer ``step``, the rest: minibatch indexing, gradient
+  clipping, the normalizers' statistics);
+- CPU seconds of this process and of its env worker processes (emulation and preprocessing run
+  there with a process backend), and how busy each core was;
+- frames per second.
+
+No run directory is written. The numbers are this machine's at this moment: run it alone.
+``--json F`` keeps the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import psutil
+import torch
+
+from rapidrl.config import ConfigError, parse_config
+from rapidrl.hardware import describe, hardware_record
+
+__all__ = ["BenchProfileConfig", "PhaseTimer", "main", "profile"]
+
+
+@dataclass(frozen=True)
+class BenchProfileConfig:
+    """Time the phases of a trainer's updates (rollout, advantages, update) and the CPU use of
+    every process; arguments after ``--`` go to the trainer (``--preset``, any field)."""
+
+    algo: Literal["ppo", "ppo-lstm", "pqn"] = "ppo"
+    """The trainer: rapidrl train ALGO (its local loop)."""
+    warmup: int = 1
+    """Iterations run before measuring (first-call costs: allocation, oneDNN kernel choice)."""
+    updates: int = 4
+    """Iterations measured; the table gives their medians."""
+    json: str | None = None
+    """Also write the record (every iteration's phases, CPU, the config) to this file."""
+
+    def validate(self) -> None:
+        if self.warmup < 0 or self.updates < 1:
+            raise ConfigError(
+                f"--warmup must be >= 0 and --updates >= 1, got {self.warmup}, {self.updates}"
+            )
+
+
+class PhaseTimer:
+    """Wall time of wrapped calls by phase, each phase's own time: a wrapped call inside
+    another is subtracted from the outer one (``rollout`` then means the rollout's own
+    bookkeeping, ``rollout/act`` the inference inside it)."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, float] = defaultdict(float)
+        self._stack: list[list[Any]] = []  # [name, start, children's time]
+        self._undo: list[Callable[[], None]] = []
+
+    def wrap(self, obj: Any, attr: str, phase: str) -> None:
+        """Time ``obj.attr(...)`` calls as ``phase`` (nothing if ``obj`` has no ``attr``)."""
+        fn = getattr(obj, attr, None)
+        if fn is None:
+            return
+        had = attr in getattr(obj, "__dict__", {})
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            parent = self._stack[-1][0] if self._stack else None
+            name = phase if parent is None or "/" in phase else f"{parent}/{phase}"
+            frame = [name, time.perf_counter(), 0.0]
+            self._stack.append(frame)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._stack.pop()
+                took = time.perf_counter() - frame[1]
+                self.own[name] += took - frame[2]
+                if self._stack:
+                    self._stack[-1][2] += took
+
+        setattr(obj, attr, timed)
+        self._undo.append((lambda: setattr(obj, attr, fn)) if had else (lambda: delattr(obj, attr)))
+
+    def take(self) -> dict[str, float]:
+        out, self.own = dict(self.own), defaultdict(float)
+        return out
+
+    def restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+class _Bar:
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class _Session:
+    """What an iteration asks of the run loop's session: a progress bar (none here)."""
+
+    bar = _Bar()
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def _processes() -> tuple[psutil.Process, list[psutil.Process]]:
+    me = psutil.Process()
+    return me, me.children(recursive=True)
+
+
+def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any]:
+    """Build the trainer, run and measure it (see the module docstring); return the record."""
+    from rapidrl.train.loop import num_threads, probe_env, resolve_device, restart_env_seed
+    from rapidrl.train.seeding import seed_everything
+
+    if b.algo == "pqn":
+        from rapidrl.algos.pqn.train import algorithm, parse_pqn_args
+
+        cfg = parse_pqn_args(trainer_argv, prog="rapidrl bench profile -- (pqn)")
+    else:
+        from rapidrl.algos.ppo.train import LSTM_PRESETS, algorithm, parse_ppo_args
+        from rapidrl.algos.ppo.train import PRESETS as PPO_PRESETS
+
+        lstm = b.algo == "ppo-lstm"
+        cfg = parse_ppo_args(
+            trainer_argv,
+            f"rapidrl bench profile -- ({b.algo})",
+            "fast",
+            LSTM_PRESETS if lstm else PPO_PRESETS,
+        )
+    if cfg.ray is not None:
+        raise ConfigError("bench profile measures the local loop: drop --ray")
+    cfg.validate()
+    algo = algorithm(cfg)
+    device = resolve_device(cfg.device)
+    timer = PhaseTimer()
+    iterations = []
+    with num_threads(cfg.torch_threads or os.cpu_count() or 1):
+        seed_everything(cfg.seed)
+        env = probe_env(cfg, algo.label)
+        lrn = algo.learner(cfg, env, device)
+        lrn.frame_skip = env.frame_skip  # what start() sets from the run's env (no run dir here)
+        source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, 0))
+        backward = torch.Tensor.backward
+        try:
+            net = lrn.net
+            envs = source.envs
+            for obj, attr, phase in (
+                (source, "collect", "rollout"),
+                (source, "batch", "advantages"),
+                (source, "targets", "advantages"),
+                (lrn, "train_on_rollout", "update"),
+                (net, "act", "act"),
+                (net, "value", "act"),
+                (lrn, "act", "act"),
+                (lrn, "max_q", "act"),
+                (envs, "send", "env send"),
+                (envs, "step", "env step"),
+                (envs, "recv", "env wait"),
+                (net, "evaluate", "forward"),
+                (lrn.opt, "step", "optimizer"),
+            ):
+                timer.wrap(obj, attr, phase)
+            torch.Tensor.backward = _timed_backward(timer, backward)
+            session = _Session()
+            for i in range(b.warmup + b.updates):
+                me, workers = _processes()
+                cpu0 = (_cpu_seconds(me), sum(_safe_cpu(p) for p in workers))
+                cores0 = psutil.cpu_times(percpu=True)
+                frames0, t0 = lrn.frames, time.perf_counter()
+                algo.iterate(lrn, source, session)
+                wall = time.perf_counter() - t0
+                phases = timer.take()
+                me, workers = _processes()
+                cpu1 = (_cpu_seconds(me), sum(_safe_cpu(p) for p in workers))
+                cores1 = psutil.cpu_times(percpu=True)
+                if i < b.warmup:
+                    continue
+                iterations.append(
+                    {
+                        "wall_s": wall,
+                        "frames": lrn.frames - frames0,
+                        "phases": phases,
+                        "cpu_main_s": cpu1[0] - cpu0[0],
+                        "cpu_workers_s": cpu1[1] - cpu0[1],
+                        "core_busy": [_busy(a, z) for a, z in zip(cores0, cores1)],
+                    }
+                )
+        finally:
+            torch.Tensor.backward = backward
+            timer.restore()
+            source.close()
+    return {
+        "config": asdict(b),
+        "trainer": {k: v for k, v in vars(cfg).items() if not k.startswith("_")},
+        "trainer_argv": list(trainer_argv),
+        "cpu": describe(),
+        "hardware": hardware_record(),
+        "iterations": iterations,
+        "summary": summarize(iterations),
+    }
+
+
+def _timed_backward(timer: PhaseTimer, backward: Callable) -> Callable:
+    holder = type("_Backward", (), {"backward": staticmethod(backward)})
+    timer.wrap(holder, "backward", "backward")
+    return lambda self, *a, **k: holder.backward(self, *a, **k)
+
+
+def _safe_cpu(proc: psutil.Process) -> float:
+    try:
+        return _cpu_seconds(proc)
+    except psutil.Error:  # ended between the listing and the read
+        return 0.0
+
+
+def _busy(a: Any, z: Any) -> float:
+    """How busy one core was between two ``psutil.cpu_times`` readings (guest time is already
+    in user time on Linux)."""
+
+    def total(t: Any) -> float:
+        return sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+
+    def idle(t: Any) -> float:
+        return t.idle + getattr(t, "iowait", 0.0)
+
+    spent = total(z) - total(a)
+    return 1.0 - (idle(z) - idle(a)) / spent if spent > 0 else float("nan")
+
+
+def summarize(iterations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the measured iterations: wall, frames/s, each phase, CPU, core busy."""
+    if not iterations:
+        return {}
+    med = statistics.median
+    names = sorted({k for it in iterations for k in it["phases"]})
+    phases = {k: med(it["phases"].get(k, 0.0) for it in iterations) for k in names}
+    cores = len(iterations[0]["core_busy"])
+    wall = med(it["wall_s"] for it in iterations)
+    return {
+        "wall_s": wall,
+        "frames": med(it["frames"] for it in iterations),
+        "frames_per_second": med(it["frames"] / it["wall_s"] for it in iterations),
+        "phases_s": phases,
+        "unaccounted_s": wall - sum(phases.values()),
+        "cpu_main_s": med(it["cpu_main_s"] for it in iterations),
+        "cpu_workers_s": med(it["cpu_workers_s"] for it in iterations),
+        "core_busy": [med(it["core_busy"][c] for it in iterations) for c in range(cores)],
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    wall = s["wall_s"]
+    lines = [
+        f"bench profile: {result['config']['algo']} {' '.join(result['trainer_argv'])}",
+        f"{result['cpu']}; medians of {len(result['iterations'])} updates",
+        f"{s['frames']:,.0f} frames an update in {wall:.3f} s: "
+        f"{s['frames_per_second']:,.0f} frames/s",
+        "",
+        "| phase (own time) | s an update | share |",
+        "| --- | --- | --- |",
+    ]
+    for name, sec in sorted(s["phases_s"].items()):
+        lines.append(f"| {name} | {sec:.3f} | {sec / wall:.0%} |")
+    lines.append(
+        f"| (between phases) | {s['unaccounted_s']:.3f} | {s['unaccounted_s'] / wall:.0%} |"
+    )
+    lines += [
+        "",
+        f"CPU an update: this process {s['cpu_main_s']:.2f} s, env workers "
+        f"{s['cpu_workers_s']:.2f} s, of {wall * len(s['core_busy']):.2f} core-seconds; cores busy "
+        + ", ".join(f"{b:.0%}" for b in s["core_busy"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``rapidrl bench profile [--algo ppo] [--updates 4] [-- TRAINER ARGS]``"""
+    from rapidrl.bench.runner import split_extra
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, extra = split_extra(argv)
+    b = parse_config(BenchProfileConfig, {}, own, prog="rapidrl bench profile")
+    b.validate()
+    result = profile(b, extra)
+    print(format_table(result))
+    if b.json:
+        with open(b.json, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+        print(f"wrote {b.json}")
+    return 0

@@ -1,0 +1,72 @@
+"""``rapidrl bench profile``: the phase accounting (each call's own time, counted once), a real
+profile of a small trainer, and the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rapidrl import cli
+from rapidrl.bench import profile as profile_module
+from rapidrl.bench.profile import BenchProfileConfig, PhaseTimer, profile
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_phase_timer_counts_each_calls_own_time_once(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(profile_module.time, "perf_counter", lambda: now[0])
+
+    class Thing:
+        def outer(self):
+            now[0] += 1.0
+            self.inner()
+            now[0] += 2.0
+            self.inner()
+
+        def inner(self):
+            now[0] += 0.5
+
+    thing, timer = Thing(), PhaseTimer()
+    timer.wrap(thing, "outer", "rollout")
+    timer.wrap(thing, "inner", "act")
+    timer.wrap(thing, "absent", "never")  # no such method: nothing wrapped
+    thing.outer()
+    thing.inner()  # alone: its own top-level phase
+    assert timer.take() == {"rollout": 3.0, "rollout/act": 1.0, "act": 0.5}
+    assert timer.take() == {}
+    timer.restore()
+    assert "outer" not in vars(thing) and "inner" not in vars(thing)
+
+
+def test_profile_of_a_small_trainer(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    backward = torch.Tensor.backward
+    b = BenchProfileConfig(algo="ppo", warmup=1, updates=2)
+    result = profile(b, ["--preset", "cartpole", "--torch-threads", "1"])
+    assert torch.Tensor.backward is backward  # put back
+    s = result["summary"]
+    assert len(result["iterations"]) == 2
+    assert s["frames"] == 512  # cartpole: 4 envs x 128 steps, frame skip 1
+    phases = s["phases_s"]
+    for name in ("rollout/act", "rollout/env send", "advantages", "update/backward",
+                 "update/forward", "update/optimizer"):  # fmt: skip
+        assert phases[name] > 0, name
+    for it in result["iterations"]:  # own times add up to no more than the update's wall time
+        assert sum(it["phases"].values()) <= it["wall_s"] * 1.001
+        assert it["cpu_main_s"] > 0
+    assert len(s["core_busy"]) >= 1
+    assert not (tmp_path / "runs").exists()  # no run directory
+
+
+def test_cli(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    argv = ["bench", "profile", "--algo", "pqn", "--updates", "1", "--json", str(out)]
+    assert cli.main([*argv, "--", "--preset", "cartpole", "--num-steps", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "| update/backward |" in printed and "frames/s" in printed
+    assert json.loads(out.read_text())["summary"]["frames"] == 8 * 16  # cartpole: 16 envs
+    assert cli.main(["bench", "profile", "--", "--preset", "cartpole", "--ray", "serial"]) == 2
+    assert "drop --ray" in capsys.readouterr().err
