@@ -523,6 +523,7 @@ def parse_with_resume(
     prog: str,
     default_preset: str,
     algo: str,
+    description: str | None = None,
 ) -> T:
     """``--preset NAME`` + ``--config FILE`` + field flags -> config (preset < file < flags:
     :func:`rapidrl.config.parse_config`). With ``--resume RUN_DIR`` the run's own config.json
@@ -538,8 +539,12 @@ def parse_with_resume(
                 raise ConfigError(f"--resume continues a run with its own config; drop {flag}")
         saved = load_run_config(cls, resume, algo)
         saved = dataclasses.replace(saved, resume=resume, run_dir=None)
-        return parse_config(cls, {"resumed": saved}, argv, prog=prog, default_preset="resumed")
-    return parse_config(cls, presets, argv, prog=prog, default_preset=default_preset)
+        return parse_config(
+            cls, {"resumed": saved}, argv, prog, default_preset="resumed", description=description
+        )
+    return parse_config(
+        cls, presets, argv, prog, default_preset=default_preset, description=description
+    )
 
 
 def _run_dir_of(path: Path) -> Path | None:

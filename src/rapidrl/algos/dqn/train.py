@@ -50,13 +50,12 @@ from rapidrl.algos.dqn.learner import (
     make_q_network,
     net_kwargs,
 )
-from rapidrl.config import ConfigError, parse_config
+from rapidrl.config import ConfigError
 from rapidrl.train import config_from_dict
 from rapidrl.train.loop import (
     LogEvent,
     cpu_count,
-    flag_value,
-    load_run_config,
+    parse_with_resume,
     probe_env,
     run_from_cli,
 )
@@ -288,24 +287,14 @@ def parse_dqn_args(argv: Sequence[str], prog: str, default_preset: str) -> DQNCo
     """``--preset NAME`` + field flags -> ``DQNConfig``. With ``--resume RUN_DIR`` the run's own
     config.json gives the defaults (flags still override; the checkpoint check rejects changes
     that would alter what the checkpoint means)."""
-    argv = list(argv)
-    doc = inspect.cleandoc(DQNConfig.__doc__ or "")
-    resume = flag_value(argv, "--resume")
-    if resume and resume != "None":
-        if flag_value(argv, "--preset") is not None:
-            raise ConfigError("--resume continues a run with its own config; drop --preset")
-        saved = load_run_config(DQNConfig, resume, "dqn")
-        saved = DQNConfig(**{**saved.__dict__, "resume": resume, "run_dir": None})
-        return parse_config(
-            DQNConfig,
-            {"resumed": saved},
-            argv,
-            prog=prog,
-            default_preset="resumed",
-            description=doc,
-        )
-    return parse_config(
-        DQNConfig, PRESETS, argv, prog=prog, default_preset=default_preset, description=doc
+    return parse_with_resume(
+        DQNConfig,
+        PRESETS,
+        argv,
+        prog=prog,
+        default_preset=default_preset,
+        algo="dqn",
+        description=inspect.cleandoc(DQNConfig.__doc__ or ""),
     )
 
 
