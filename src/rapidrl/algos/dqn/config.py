@@ -12,15 +12,19 @@ on ``B * k`` transitions (Lapan's "change 1"). The replay ratio, B transitions s
 step, does not depend on k: k trades many small updates for fewer large ones, which keep the CPU's
 vector units busier per sample. Rainbow's "batch 32 every 4 steps" is ``B=8, k=4``.
 
-Presets (``--preset NAME``; ``rapidrl train rainbow`` = ``--preset rainbow``):
+Presets (``--preset NAME``; ``rapidrl train dqn`` defaults to ``fast``, ``rapidrl train rainbow``
+is ``--preset rainbow``; the reasoning and the measurements behind each: docs/presets.md):
 
 - ``dqn``: the reference -- 1 env, batch 32 after every step, MSE loss, Adam 1e-4, epsilon
   1.0 -> 0.02 over the first 100k steps, target sync every 1k steps, replay 100k prefilled with
   10k transitions, gamma 0.99, uniform replay, plain eager torch.
 - ``rainbow``: n-step 3 + double + dueling + noisy + prioritized + C51, adapted for Pong.
-- ``fast``: our default, tuned for wall time to a solved Pong on a 2-core CPU (see ``PRESETS``).
+- ``fast``: our default, tuned for wall time to a solved Pong on a 2-core CPU.
 - ``base``, ``n-step``, ``double``, ``dueling``, ``noisy``, ``per``, ``c51``, ``rainbow-fast``: the
   reference article's eight systems on one machinery (``fast``'s), for side-by-side runs.
+
+With ``--ray`` Ray workers act, Ape-X style, and this process learns from their batches
+(:mod:`rapidrl.algos.dqn.ray_loop`).
 """
 
 from __future__ import annotations
@@ -101,9 +105,7 @@ class DQNConfig(RayTrainerConfig):
     with a larger --max-frames must follow the same schedule)."""
     per_weights: Literal["batch", "buffer"] = "batch"
     """Importance weights divided by the batch's largest (Dopamine) or the buffer's (OpenAI
-    baselines; what runs before this field used). With "buffer" one near-zero TD error anywhere
-    shrinks every update: plain DQN + PER on Pong stayed at -20.9 for 4M frames, its loss ~30x
-    below plain DQN's."""
+    baselines; runs saved before this field), where one near-zero TD error shrinks every update."""
     loss: Literal["huber", "mse"] = "huber"
     """TD loss for scalar heads: huber (delta 1) or mse (0.5 td^2). C51 uses cross-entropy."""
     lr: float = 1e-4
@@ -131,18 +133,16 @@ class DQNConfig(RayTrainerConfig):
 
     # --- speed --------------------------------------------------------------------------------
     actor_processes: int = 0
-    """0: act in the learner process (env steps overlap the update when the vector env runs in
-    worker processes). >= 1: separate actor processes, each with its own vector env of
-    num_envs / actor_processes envs and a CPU copy of the Q-net, feeding a shared-memory ring."""
+    """0: act in the learner process (envs in worker processes step during the update). >= 1:
+    actor processes of num_envs / actor_processes envs and a CPU Q-net each, via shared memory."""
     actor_ring_slots: int = 0
     """Slots (one vector step each) in each actor's ring: how far an actor may run ahead of the
     learner. 0: 2 x the vector steps of one update, at least 2."""
     weight_sync_every: int = 1
     """Actor processes: publish the online weights every this many updates."""
     actor_timeout_s: float = 120.0
-    """Actor processes: seconds without a transition (or a weight lock) before the learner gives
-    up on an actor that is alive but stuck. With --ray: seconds without a batch from any
-    worker."""
+    """Seconds without a transition (or a weight lock) before the learner gives up on a live but
+    stuck actor process; with --ray, without a batch from any worker."""
     torch_threads: int = 0
     """Learner torch threads; 0: all cores minus one per actor process."""
     compile: bool = False
@@ -151,11 +151,11 @@ class DQNConfig(RayTrainerConfig):
     channels_last: bool = False
     """Convolutions in channels_last memory format (faster with oneDNN on CPU)."""
     fused_adam: bool = False
-    """Adam(fused=True): one kernel for the whole optimizer step (~5x faster step on CPU)."""
+    """Adam(fused=True): one kernel for the whole optimizer step (faster on CPU)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
-    """Compute dtype of the conv torso (weights, Adam, heads and losses stay float32). bf16:
-    autocast to bfloat16 (~2.8x faster updates on a CPU with AMX, measured here). auto: bf16
-    where the learner's device multiplies bf16 natively (AMX CPU, bf16 GPU), else fp32."""
+    """Conv torso compute dtype (weights, Adam, heads, losses stay float32); bf16 = autocast.
+    auto: bf16 where the learner's device multiplies bf16 natively (AMX or AVX-512 bf16 CPU, bf16
+    GPU), else fp32 (emulated bf16 is slower)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto = cuda if available. Actors always act on CPU."""
     pin_memory: bool = True
@@ -303,14 +303,11 @@ _NO_EPSILON = dict(epsilon_start=0.0, epsilon_end=0.0, epsilon_decay_steps=0)  #
 _RAINBOW = dict(n_step=3, double=True, dueling=True, noisy=True, distributional=True, **_PER)
 
 PRESETS: dict[str, DQNConfig] = {
-    # The reference (Lapan, "Speeding up DQN on PyTorch"): one env step, then one update of 32.
+    # dqn: the reference (Lapan, "Speeding up DQN on PyTorch"): one env step, then one update of
+    # 32 (docs/presets.md#dqn-dqn).
     "dqn": _REFERENCE,
-    # Rainbow (Hessel et al. 2018) with the Pong adaptations that make it converge in well under
-    # a million steps (as in Lapan's Rainbow for Pong): replay 100k prefilled with 10k instead of
-    # 1M / 80k frames, target sync 2k steps instead of 8k, lr 1e-4 instead of 6.25e-5, PER beta
-    # annealed over 250k steps. Kept: n-step 3, double, dueling, noisy (sigma0 0.5, no epsilon),
-    # proportional PER (alpha 0.5, beta0 0.4), C51 (51 atoms on [-10, 10]), Adam eps 1.5e-4, and
-    # the paper's replay ratio: a batch of 32 every 4 agent steps (B=8, k=4).
+    # rainbow: Rainbow (Hessel et al. 2018) with Lapan's Pong adaptations (smaller replay, faster
+    # target sync, lr 1e-4) at the paper's replay ratio (docs/presets.md#dqn-rainbow).
     "rainbow": dataclasses.replace(
         _REFERENCE,
         **_RAINBOW,
@@ -323,21 +320,8 @@ PRESETS: dict[str, DQNConfig] = {
         steps_per_update=4,
         target_sync_steps=2_000,
     ),
-    # fast: the shortest wall time to mean-100 > 18 on Pong that we expect from a 2-core CPU.
-    # The learner is compute-bound (~0.9 ms of CPU per sampled transition: a batch-32 update is
-    # ~30 ms with channels_last + fused Adam, and the cost grows linearly with the batch), while
-    # an env step costs ~0.3 ms. Wall time ~= (transitions sampled) x 0.9 ms, so the replay
-    # ratio is the lever: the reference samples 32 transitions per agent step (~5 h of learner
-    # time for the ~600k steps it needs); we sample 8 (the Nature/Rainbow ratio) and make each
-    # one count more with n-step 3 + double + dueling, which roughly halve the steps to solve.
-    # Updates of 64 (B=8 x k=8) keep the vector units busy (and torch.compile pays off from 64 up:
-    # turn it on with --compile for runs over ~10 minutes), lr 2.5e-4 (2.5x the reference for
-    # 2x its batch) with Adam eps 1.5e-4 and grad-norm clipping for stability. 8 envs give one
-    # update per vector step: acting is batched (2 ms for 8 obs instead of 8 x 0.85 ms) and the
-    # envs, in worker processes, step while the update runs. Acting stays in the learner
-    # process: on 2 cores a separate actor process would take a core the learner's second
-    # thread needs (one thread is 1.35-1.85x slower) to do ~10% of the work. Target sync every
-    # 2k steps (250 updates), epsilon 1 -> 0.01 over 100k steps, replay 100k, prefill 10k.
+    # fast: n-step 3 + double + dueling at a quarter of the reference's replay ratio, 8 envs; Pong
+    # in 58.0 min on a 2-core Xeon with AMX (docs/presets.md#dqn-fast).
     "fast": dataclasses.replace(
         _REFERENCE,
         n_step=3,
@@ -360,15 +344,8 @@ PRESETS: dict[str, DQNConfig] = {
     ),
 }
 
-# The eight systems of the reference article, side by side (`rapidrl bench atari --algos
-# dqn:base,dqn:n-step,...`): each is `base` plus its one component, all on the machinery of
-# `fast` (8 envs, a batch of 64 every 8 agent steps, Huber loss, lr 2.5e-4, channels_last, fused
-# Adam, bf16 where the CPU has it), so the comparison measures the components, not the loops.
-# `base` is plain DQN (1-step, no double, no dueling) on that machinery. Component settings as
-# in the `rainbow` preset (PER alpha 0.5 / beta 0.4 -> 1 over 250k steps; noisy sigma0 0.5 with
-# epsilon off; C51 51 atoms on [-10, 10]). Pong at 4M frames, one seed each (README, "The eight
-# DQN systems"): noisy +15.3, n-step +9.5, double -14.1, base -14.5, dueling -16.8, per -18.6,
-# c51 -18.4, rainbow-fast -10.5.
+# The reference article's eight systems, side by side: `base` (plain DQN on fast's machinery) and
+# base + each component; Pong at 4M frames, one seed each (docs/presets.md#dqn-eight-systems).
 _BASE = dataclasses.replace(PRESETS["fast"], n_step=1, double=False, dueling=False)
 PRESETS.update(
     {

@@ -10,17 +10,21 @@ feed-forward net takes minibatches of shuffled single steps; the recurrent net t
 of whole env sequences (``num_envs / minibatches`` envs each) replayed from the LSTM state stored
 at the start of the rollout.
 
-Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``fast``, ``rapidrl train ppo-lstm``
-to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named):
+Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``fast``; ``rapidrl train ppo-lstm``
+defaults to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named, so its ``fast``
+is ``fast`` with the LSTM; the reasoning and the measurements behind each: docs/presets.md):
 
 - ``ppo``: the classic Atari settings (Schulman et al. 2017 / CleanRL ``ppo_atari.py``).
 - ``ppo-lstm``: the same with the LSTM (CleanRL ``ppo_atari_lstm.py``), packed sequences.
 - ``fast``: the default: the classic learning settings sized for a 2-core CPU, measured on CPUs
-  with bf16 (the reasoning is next to ``PRESETS`` below).
+  with bf16.
 - ``lean``: rl_games' Pong recipe (big rollouts and minibatches, KL-adaptive rate, input and
   value normalization) on 52x52 frames, two of them: the shortest measured time to a solved
-  Pong on a 2-core CPU without AMX (below ``PRESETS``).
+  Pong on a 2-core CPU without AMX.
 - ``cartpole``: classic control (CleanRL ``ppo.py``).
+
+With ``--ray`` each rollout comes from Ray workers (:mod:`rapidrl.algos.ppo.ray_loop`), for the
+feed-forward net only: recurrent PPO does not run on Ray yet.
 """
 
 from __future__ import annotations
@@ -51,15 +55,13 @@ class PPOConfig(RayTrainerConfig):
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
     backend: Backend = "auto"
     """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
-    envs --autotune` (hybrid processes if none); see rapidrl.vector.make_vec. Asynchronous
-    layouts (env_batch_size < num_envs) are supported: see rapidrl.algos.ppo.train."""
+    envs --autotune` (hybrid if none). Asynchronous layouts (env_batch_size < num_envs) work."""
     num_workers: int | None = None
     """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
     default."""
     env_batch_size: int | None = None
-    """Envs returned per vector-env recv (the vector env's batch_size). None: the backend's
-    default (num_envs, synchronous; about half the envs for backend async). Smaller: first-ready
-    batches -- acting on one batch overlaps the stepping of the others. Must divide num_envs."""
+    """Envs per vector-env recv, dividing num_envs; smaller: acting on one batch overlaps stepping
+    the others. None: the backend's default (num_envs; about half of them for async)."""
     seed: int = 1
     """Seeds torch, numpy, action sampling, minibatch shuffling and the envs (env i: seed + i)."""
 
@@ -67,33 +69,28 @@ class PPOConfig(RayTrainerConfig):
     recurrent: bool = False
     """PPO-LSTM: torso -> LSTM -> heads, trained on whole env sequences."""
     sequence_mode: SequenceMode = "packed"
-    """Recurrent training: packed = split at episode starts, one LSTM call per length bucket
-    (fast); loop = one LSTM call per step (the reference); packed_sequence = one
-    PackedSequence call. All three give the same losses to float rounding."""
+    """Recurrent training, the same losses each: packed = one LSTM call per length bucket of
+    episode segments (fast); loop = one call per step (reference); packed_sequence = one call."""
     lstm_hidden: int = 128
     """LSTM hidden size (recurrent only)."""
     torso: Literal["nature", "small"] = "nature"
-    """Atari torso: nature = the Nature-DQN CNN (any obs_size >= 36); small = 4 x conv(32, 3x3,
-    stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Ignored off
-    Atari (an MLP)."""
+    """Atari torso: nature = the Nature-DQN CNN (obs_size >= 36); small = 4 x conv(32, 3x3, /2)
+    + linear 256 (A3C-style, for obs_size 42). Off Atari: an MLP."""
     shared_torso: bool = True
-    """Feed-forward: actor and critic share the torso (Atari). False gives the critic its own
-    torso (classic control). The recurrent net always shares torso and LSTM."""
+    """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
+    (classic control). The recurrent net always shares torso and LSTM."""
     obs_norm: bool = False
-    """Atari: normalize each pixel of the frame stack by its running mean and standard deviation
-    over all rollouts so far (clamped to +-5; rl_games' normalize_input) instead of scaling it to
-    [0, 1]. The statistics are saved with the network."""
+    """Atari: normalize each pixel of the stack by its running mean and std, clamped to +-5
+    (rl_games' normalize_input), not scale it to [0, 1]; the statistics are saved with the net."""
     value_norm: bool = False
-    """The critic learns returns normalized by their running mean and standard deviation
-    (updated with each rollout's returns before its update; rl_games' normalize_value); GAE and
-    explained_variance stay in the return scale."""
+    """The critic learns returns normalized by their running mean and std (rl_games'
+    normalize_value); GAE and explained_variance stay in the return scale."""
     channels_last: bool = False
-    """Atari: the Nature CNN in channels_last memory format (with oneDNN on this 2-core CPU a
-    forward + backward of 256 frames took ~118 ms instead of ~174 ms)."""
+    """Atari: the Nature CNN in channels_last memory format (faster oneDNN convolutions on CPU)."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
-    """Compute dtype of the Nature CNN (weights, Adam, heads, LSTM and losses stay float32).
-    bf16: autocast to bfloat16 (~2-3x faster forward + backward on a CPU with AMX, measured
-    here). auto: bf16 where the device multiplies bf16 natively (AMX CPU, bf16 GPU), else fp32."""
+    """Conv torso compute dtype (weights, Adam, heads, LSTM, losses stay float32); bf16 = autocast.
+    auto: bf16 where the learner's device multiplies bf16 natively (AMX or AVX-512 bf16 CPU, bf16
+    GPU), else fp32 (emulated bf16 is slower)."""
 
     # --- algorithm ----------------------------------------------------------------------------
     num_steps: int = 128
@@ -108,22 +105,19 @@ class PPOConfig(RayTrainerConfig):
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over lr_anneal_frames."""
     kl_adaptive_lr: float | None = None
-    """KL-adaptive learning rate (rl_games' adaptive schedule), the target KL: after every
-    minibatch step, the rate is divided by 1.5 when that minibatch's approx_kl exceeded twice
-    this, multiplied by 1.5 when it was below half of it, kept within [lr_min, lr_max]. It
-    starts at lr, replaces anneal_lr (pass --no-anneal-lr with it) and is saved with the optimizer.
-    None: off."""
+    """Target KL of rl_games' adaptive rate: after each minibatch step lr / 1.5 if approx_kl > 2x
+    this, x 1.5 if < half, in [lr_min, lr_max]; starts at lr, needs --no-anneal-lr. None: off."""
     lr_min: float = 1e-6
     """Lower bound of the KL-adaptive learning rate."""
     lr_max: float = 1e-2
     """Upper bound of the KL-adaptive learning rate."""
     lr_anneal_frames: int | None = None
-    """Frames over which the learning rate decays to 0. None: max_frames (the budget). Set it
-    explicitly to keep the schedule when a run is stopped and resumed with another max_frames."""
+    """Frames over which the learning rate decays to 0. None: max_frames; set it to keep the
+    schedule when a run is resumed with another max_frames."""
     adam_eps: float = 1e-5
     """Adam epsilon (CleanRL's PPO uses 1e-5)."""
     fused_adam: bool = False
-    """Adam(fused=True): one kernel for the optimizer step (~5x faster step on CPU)."""
+    """Adam(fused=True): one kernel for the optimizer step (faster on CPU)."""
     gamma: float = 0.99
     """Discount per agent step."""
     gae_lambda: float = 0.95
@@ -135,9 +129,8 @@ class PPOConfig(RayTrainerConfig):
     ent_coef: float = 0.01
     """Entropy bonus coefficient (at the start, when ent_coef_end is set)."""
     ent_coef_end: float | None = None
-    """Anneal the entropy coefficient linearly from ent_coef to this over ent_anneal_frames,
-    then keep it (a policy the bonus keeps stochastic loses points in training games that its
-    greedy actions would win, as epsilon does for PQN). None: ent_coef throughout."""
+    """Anneal the entropy coefficient linearly from ent_coef to this over ent_anneal_frames, then
+    keep it (a bonus that keeps the policy random costs points). None: ent_coef throughout."""
     ent_anneal_frames: int | None = None
     """Frames over which the entropy coefficient reaches ent_coef_end. None: lr_anneal_frames,
     else max_frames (the learning rate's span)."""
@@ -155,8 +148,7 @@ class PPOConfig(RayTrainerConfig):
     """Torch threads of the learner; 0: all cores."""
     act_threads: int = 0
     """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
-    threads on CPU, and contended threads stall: 2 threads were up to 6x slower than 1 on a busy
-    2-core machine)."""
+    threads on CPU, and contended threads stall the env workers)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Learner device; auto = cuda if available."""
 
@@ -288,10 +280,7 @@ class PPOConfig(RayTrainerConfig):
         )
 
 
-# The classic Atari settings (Schulman et al. 2017 as in CleanRL's ppo_atari.py): 8 envs x 128
-# steps, 4 minibatches of 256, 4 epochs, Adam 2.5e-4 (eps 1e-5) annealed to 0, clip 0.1 (also
-# for the value loss), entropy 0.01, value 0.5, gamma 0.99, lambda 0.95, grad norm 0.5.
-# Synchronous process workers (hybrid): every rollout is exactly 128 steps of each env.
+# ppo: the classic Atari settings, CleanRL's ppo_atari.py (docs/presets.md#ppo-ppo).
 _CLASSIC = PPOConfig(
     env="pong",
     num_envs=8,
@@ -312,24 +301,11 @@ _CLASSIC = PPOConfig(
 
 PRESETS: dict[str, PPOConfig] = {
     "ppo": _CLASSIC,
-    # CleanRL's ppo_atari_lstm.py: the classic settings, Nature CNN -> LSTM(512 -> 128); each
-    # of the 4 minibatches holds 2 whole env sequences of 128 steps.
+    # ppo-lstm: CleanRL's ppo_atari_lstm.py, Nature CNN -> LSTM(512 -> 128), whole env sequences
+    # (docs/presets.md#ppo-ppo-lstm).
     "ppo-lstm": dataclasses.replace(_CLASSIC, recurrent=True, sequence_mode="packed"),
-    # fast: the shortest wall time to mean-100 > 18 on Pong we expect from a 2-core CPU.
-    # Where the time goes (MEASUREMENTS.md and our profiles, per rollout of 1,024 agent steps):
-    # the rollout ~0.35 s (16 envs on hybrid 2x8 with one group stepped in this process, acting
-    # at batch 16 on one thread), the update ~0.55 s for 4 epochs (bf16 CNN). The levers:
-    # - 16 envs x 64 steps: the same 1,024-step rollout as the classic 8 x 128, twice the envs
-    #   (less correlated minibatches; GAE over 64 steps is still far beyond
-    #   1 / (1 - gamma * lambda) ~ 17). Acting batches of 16 cost little more than 8.
-    # - backend auto: the autotuned layout.
-    # - channels_last convolutions, fused Adam, precision auto (the CNN in bf16 on a CPU with
-    #   AMX: forward + backward ~2-3x faster), frames converted once per update, not per
-    #   minibatch.
-    # - The learning settings are the classic ones that solve Pong (4 epochs, lr 2.5e-4, clip
-    #   0.1), with the learning rate annealed over CleanRL's 40M frames whatever the budget: a
-    #   run with 3 epochs and the rate annealed over a 20M-frame budget reached +10 at 10.5M
-    #   frames and then stalled between +7 and +12 as the rate fell (README).
+    # fast: the classic settings on 16 envs x 64 steps, channels-last, fused Adam, bf16 if native;
+    # Pong in 52.1 / 52.5 min on a 2-core Xeon with AMX (docs/presets.md#ppo-fast).
     "fast": dataclasses.replace(
         _CLASSIC,
         num_envs=16,
@@ -342,8 +318,7 @@ PRESETS: dict[str, PPOConfig] = {
         lr_anneal_frames=40_000_000,
         max_frames=30_000_000,
     ),
-    # Classic control (CleanRL ppo.py): 4 envs x 128 steps in this process, 4 minibatches of
-    # 128, 4 epochs, lr 2.5e-4 annealed, clip 0.2, separate actor and critic MLPs (64-64 tanh).
+    # cartpole: CleanRL's ppo.py, separate actor and critic MLPs (docs/presets.md#ppo-cartpole).
     "cartpole": PPOConfig(
         env="CartPole-v1",
         num_envs=4,
@@ -361,31 +336,8 @@ PRESETS: dict[str, PPOConfig] = {
     ),
 }
 
-# lean: rl_games' PPO recipe for Pong (its EnvPool notebook: 64 actors x 128 steps, 4 epochs of
-# minibatches of 2,048, Adam 3e-4 with the rate adapted to keep the KL near 0.01, clip 0.2 with
-# no value clipping, critic coefficient 2, gradient norm 1, input, value and advantage
-# normalization; mean >= 18 after ~4.3M frames there, one seed) on PQN lean's cheaper input
-# (52x52 frames, two of them). Measured on a real 2-core AMD Zen 3 (AVX2 only, fp32):
-# - The sizes alone, with fast's learning settings (16 gradient steps of 256 per 1,024 agent
-#   steps, lr 2.5e-4 annealed, clip 0.1; 64 envs x 16 steps), learned far slower: -19.8 at 15
-#   min (3.06M frames), stopped there (docs/results/pong_ppo_lean_zen3/fast_settings_15min).
-# - The whole recipe (`rapidrl bench solve --algo ppo --preset fast --seeds 1,2,3
-#   --max-minutes 30 --out-dir D -- --obs-size 52 --frame-stack 2 --num-envs 64 --num-steps 128
-#   --minibatches 4 --epochs 4 --no-anneal-lr --kl-adaptive-lr 0.01 --lr 3e-4 --clip 0.2
-#   --no-clip-vloss --vf-coef 2 --max-grad-norm 1 --obs-norm --value-norm`, which is this
-#   preset): solved in 12.7 / 16.2 / 13.4 min, median 13.4 (2.33M / 2.71M / 2.44M frames,
-#   2,815-3,061 frames/s); mean-100 at 5 min -16.8 / -18.1 / -17.6, at 10 min +12.2 / -2.4 /
-#   +9.0 (docs/results/pong_ppo_lean_zen3/). A solve takes ~0.6x the frames of rl_games' run
-#   and ~1/6 of fast's (13.8-15M on the AMX machine).
-# - Per update of 32,768 frames: 4.3-4.5 s rollout and 6.6-7.3 s update (4 passes over each
-#   sample, as fast).
-# - Without --obs-norm (seed 1, else this preset): -20.3 / -20.1 / -20.4 at 5 / 10 / 15 min,
-#   still -20.2 at 19.2 min (3.70M frames), stopped: the input normalization is what lets it
-#   leave the floor (docs/results/pong_ppo_lean_zen3/no_obs_norm_19min).
-# - Without --value-norm (seed 1): -16.8 / +6.0 / +16.1 at 5 / 10 / 15 min, solved at 18.1 min
-#   (3.42M frames) against 12.7 (2.33M): kept (one seed each; no_value_norm/).
-# The other levers (sizes, the adaptive rate, clip, coefficients) were taken as published and
-# not measured one by one. Not measured on a CPU with bf16, where fast has its figures.
+# lean: rl_games' Pong recipe on 52x52x2 frames; Pong in a median of 13.4 min on a 2-core Zen 3,
+# fp32 (docs/presets.md#ppo-lean).
 PRESETS["lean"] = dataclasses.replace(
     PRESETS["fast"],
     num_envs=64,
