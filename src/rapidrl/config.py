@@ -245,6 +245,14 @@ def load_config_file(cls: type[T], path: str | os.PathLike, base: T) -> T:
         raise ConfigError(f"{where}: field {exc}") from None
 
 
+Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "envpool"]
+"""A vector-env backend (rapidrl.vector.make_vec)."""
+Precision = Literal["fp32", "bf16", "auto"]
+"""The conv torso's compute dtype (rapidrl.nets.torso.resolve_precision)."""
+Device = Literal["auto", "cpu", "cuda"]
+"""The learner's device."""
+
+
 @dataclass(frozen=True)
 class TrainerConfig:
     """The fields of every trainer config (DQN, PPO, PQN): the env, then the run. Each
@@ -286,6 +294,20 @@ class TrainerConfig:
     W]; 4: the DQN protocol). 2 halves the first convolution's input, the costliest layer of
     the Nature CNN on small frames; the ball's position and velocity still show in two frames.
     Ignored off Atari."""
+
+    # --- envs and learner ---------------------------------------------------------------------
+    backend: Backend = "auto"
+    """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
+    envs --autotune` (hybrid if none). First-ready layouts (async): PPO assembles each rollout
+    per env, PQN steps until every env has stepped, DQN acts on the envs returned."""
+    num_workers: int | None = None
+    """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
+    default."""
+    seed: int = 1
+    """Seeds torch, numpy, the algorithm's own generators (exploration, sampling, shuffles,
+    replay) and the envs (env i: seed + i)."""
+    device: Device = "auto"
+    """Learner device; auto = cuda if available (env workers and actors act on CPU)."""
 
     # --- run ----------------------------------------------------------------------------------
     max_minutes: float | None = None

@@ -36,11 +36,9 @@ from typing import Any, ClassVar, Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, RayTrainerConfig, flag_name, need
+from rapidrl.config import ConfigError, Precision, RayTrainerConfig, flag_name, need
 
 __all__ = ["DQNConfig", "PRESETS"]
-
-Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "envpool"]
 
 
 @dataclass(frozen=True)
@@ -57,14 +55,6 @@ class DQNConfig(RayTrainerConfig):
     num_envs: int = 1
     """Envs stepped together (one vector step = num_envs agent steps). Acting is batched over
     them, and with a process backend they step while the learner updates."""
-    backend: Backend = "auto"
-    """Vector env backend: auto = serial (in this process) for 1 env, else the autotuned layout
-    of `rapidrl bench envs --autotune` (hybrid processes if none); see rapidrl.vector.make_vec."""
-    num_workers: int | None = None
-    """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
-    default."""
-    seed: int = 1
-    """Seeds torch, numpy, the replay sampler, exploration and the envs (env i gets seed + i)."""
 
     # --- algorithm ----------------------------------------------------------------------------
     gamma: float = 0.99
@@ -152,12 +142,10 @@ class DQNConfig(RayTrainerConfig):
     """Convolutions in channels_last memory format (faster with oneDNN on CPU)."""
     fused_adam: bool = False
     """Adam(fused=True): one kernel for the whole optimizer step (faster on CPU)."""
-    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    precision: Precision = "fp32"
     """Conv torso compute dtype (weights, Adam, heads, losses stay float32); bf16 = autocast.
     auto: bf16 where the learner's device multiplies bf16 natively (AMX or AVX-512 bf16 CPU, bf16
     GPU), else fp32 (emulated bf16 is slower)."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Learner device; auto = cuda if available. Actors always act on CPU."""
     pin_memory: bool = True
     """On cuda: sample replay batches into pinned host buffers."""
     non_blocking: bool = True

@@ -35,11 +35,10 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, RayTrainerConfig, need
+from rapidrl.config import ConfigError, Precision, RayTrainerConfig, need
 
 __all__ = ["PRESETS", "PPOConfig"]
 
-Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "envpool"]
 SequenceMode = Literal["packed", "loop", "packed_sequence"]
 
 
@@ -53,17 +52,9 @@ class PPOConfig(RayTrainerConfig):
     # --- environment ------------------------------------------------------------------------
     num_envs: int = 8
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps."""
-    backend: Backend = "auto"
-    """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
-    envs --autotune` (hybrid if none). Asynchronous layouts (env_batch_size < num_envs) work."""
-    num_workers: int | None = None
-    """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
-    default."""
     env_batch_size: int | None = None
     """Envs per vector-env recv, dividing num_envs; smaller: acting on one batch overlaps stepping
     the others. None: the backend's default (num_envs; about half of them for async)."""
-    seed: int = 1
-    """Seeds torch, numpy, action sampling, minibatch shuffling and the envs (env i: seed + i)."""
 
     # --- network ------------------------------------------------------------------------------
     recurrent: bool = False
@@ -87,7 +78,7 @@ class PPOConfig(RayTrainerConfig):
     normalize_value); GAE and explained_variance stay in the return scale."""
     channels_last: bool = False
     """Atari: the Nature CNN in channels_last memory format (faster oneDNN convolutions on CPU)."""
-    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    precision: Precision = "fp32"
     """Conv torso compute dtype (weights, Adam, heads, LSTM, losses stay float32); bf16 = autocast.
     auto: bf16 where the learner's device multiplies bf16 natively (AMX or AVX-512 bf16 CPU, bf16
     GPU), else fp32 (emulated bf16 is slower)."""
@@ -149,8 +140,6 @@ class PPOConfig(RayTrainerConfig):
     act_threads: int = 0
     """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
     threads on CPU, and contended threads stall the env workers)."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Learner device; auto = cuda if available."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000

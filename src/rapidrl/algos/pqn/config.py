@@ -38,11 +38,9 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, RayTrainerConfig, flag_name, need
+from rapidrl.config import ConfigError, Precision, RayTrainerConfig, flag_name, need
 
 __all__ = ["PRESETS", "PQNConfig"]
-
-Backend = Literal["auto", "serial", "subprocess", "hybrid", "async", "ale", "envpool"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +54,6 @@ class PQNConfig(RayTrainerConfig):
     num_envs: int = 128
     """Envs stepped together; a rollout holds num_steps x num_envs agent steps (with --ray:
     num_steps x workers x envs_per_worker)."""
-    backend: Backend = "auto"
-    """Vector env backend: auto = serial for 1 env, else the autotuned layout of `rapidrl bench
-    envs --autotune` (hybrid if none). An async layout is stepped until every env has stepped."""
-    num_workers: int | None = None
-    """Env worker processes (hybrid/async) or threads (ale/envpool); None: the backend's
-    default."""
-    seed: int = 1
-    """Seeds torch, numpy, exploration, minibatch shuffling and the envs (env i: seed + i)."""
 
     # --- network ------------------------------------------------------------------------------
     torso: Literal["nature", "small"] = "nature"
@@ -72,7 +62,7 @@ class PQNConfig(RayTrainerConfig):
     channels_last: bool = False
     """Atari: the conv torso in channels_last memory format (faster oneDNN convolutions; the
     LayerNorms keep the layout)."""
-    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    precision: Precision = "fp32"
     """Conv torso compute dtype (weights, optimizer, head, loss stay float32); bf16 = autocast.
     auto: bf16 where the learner's device multiplies bf16 natively (AMX or AVX-512 bf16 CPU, bf16
     GPU), else fp32 (emulated bf16 is slower)."""
@@ -125,8 +115,6 @@ class PQNConfig(RayTrainerConfig):
     act_threads: int = 0
     """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
     threads on CPU, and contended threads stall the env workers)."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Learner device; auto = cuda if available."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 40_000_000
