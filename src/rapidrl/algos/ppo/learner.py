@@ -205,112 +205,117 @@ def update_policy(
 ) -> dict[str, float]:
     """Run ``cfg.epochs`` passes of ``cfg.minibatches`` PPO steps; return the mean of each loss
     term over the steps taken and ``grad_steps``. ``ent_coef``: the entropy coefficient of
-    this update (:func:`ent_coef_at`); None: ``cfg.ent_coef``.
+    this update (:func:`ent_coef_at`); None: ``cfg.ent_coef``. An epoch whose mean KL exceeds
+    ``cfg.target_kl`` is the last.
 
-    Feed-forward: minibatches of shuffled single steps. Recurrent: minibatches of whole env
-    sequences (``num_envs / minibatches`` envs, shuffled each epoch) replayed from the stored
-    initial state in ``net.sequence_mode``. ``generator`` (CPU) draws the shuffles.
+    Feed-forward: minibatches of shuffled single steps (:func:`_step_minibatches`). Recurrent:
+    minibatches of whole env sequences replayed from their stored initial state
+    (:func:`_sequence_minibatches`). ``generator`` (CPU) draws the shuffles.
     """
+    ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
+    minibatches = _sequence_minibatches if cfg.recurrent else _step_minibatches
     sums = dict.fromkeys(LOSS_KEYS, 0.0)
     steps = 0
-    ent_coef = cfg.ent_coef if ent_coef is None else ent_coef
-    device = batch.values.device
-    valid = batch.valid
-    all_valid = bool(valid.all())
-
-    def step(losses: dict[str, torch.Tensor]) -> None:
-        nonlocal steps
-        opt.zero_grad(set_to_none=True)
-        losses["loss"].backward()
-        if cfg.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-        opt.step()
-        for k in LOSS_KEYS:
-            sums[k] += float(losses[k].detach())
-        steps += 1
-        if cfg.kl_adaptive_lr is not None:
-            adapt_lr(opt, cfg, float(losses["approx_kl"]))
-
-    def loss_of(logprob, entropy, values, old_logprob, old_values, adv, ret):
-        return ppo_loss(
-            logprob,
-            old_logprob,
-            adv,
-            values,
-            old_values,
-            ret,
-            entropy,
-            clip_coef=cfg.clip,
-            vf_coef=cfg.vf_coef,
-            ent_coef=ent_coef,
-            clip_vloss=cfg.clip_vloss,
-            norm_adv=cfg.norm_adv,
-        )
-
-    if not cfg.recurrent:
-        if all_valid:
-            flat = [x.reshape(-1, *x.shape[2:]) for x in batch[:6]]
-        else:
-            flat = [x[valid] for x in batch[:6]]
-        obs, actions, logprobs, values, adv, ret = flat
-        n = obs.shape[0]
-        # Convert the frames once for all epochs (channels-last, scaled, in the CNN's dtype)
-        # rather than once per minibatch (the channels-last copy and the cast were a tenth of a
-        # minibatch's time in a profile). Bounded, as the copy is 2-4x the uint8 rollout.
-        if hasattr(net, "prepare") and obs.numel() <= _PREPARE_MAX_ELEMENTS:
-            obs = net.prepare(obs)
-    for _epoch in range(cfg.epochs):
+    for _epoch, epoch in zip(range(cfg.epochs), minibatches(net, batch, cfg, generator)):
         kl_sum, kl_n = 0.0, 0
-        if cfg.recurrent:
-            envs_perm = torch.randperm(batch.obs.shape[1], generator=generator)
-            for envs in envs_perm.tensor_split(cfg.minibatches):
-                t_len = int(batch.lengths[envs].max())
-                e = envs.to(device)
-                out = net.evaluate(
-                    batch.obs[:t_len, e],
-                    batch.starts[:t_len, e],
-                    (batch.init_state[0][:, e], batch.init_state[1][:, e]),
-                    batch.actions[:t_len, e],
-                )
-                if all_valid:
-                    pick = torch.Tensor.flatten
-                else:
-                    mask = valid[:t_len, e]
-
-                    def pick(x, mask=mask):
-                        return x[mask]
-
-                losses = loss_of(
-                    pick(out.logprob),
-                    pick(out.entropy),
-                    pick(out.values),
-                    pick(batch.logprobs[:t_len, e]),
-                    pick(batch.values[:t_len, e]),
-                    pick(batch.advantages[:t_len, e]),
-                    pick(batch.returns[:t_len, e]),
-                )
-                step(losses)
-                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
-        else:
-            perm = torch.randperm(n, generator=generator).to(device)
-            for idx in perm.tensor_split(cfg.minibatches):
-                out = net.evaluate(obs[idx], actions[idx])
-                losses = loss_of(
-                    out.logprob,
-                    out.entropy,
-                    out.values,
-                    logprobs[idx],
-                    values[idx],
-                    adv[idx],
-                    ret[idx],
-                )
-                step(losses)
-                kl_sum, kl_n = kl_sum + float(losses["approx_kl"]), kl_n + 1
+        for out, old in epoch:  # out: the net's evaluation; old: the rollout's, same steps
+            losses = ppo_loss(
+                out.logprob, old.logprobs, old.advantages, out.values, old.values, old.returns,
+                out.entropy, clip_coef=cfg.clip, vf_coef=cfg.vf_coef, ent_coef=ent_coef,
+                clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv,
+            )  # fmt: skip
+            opt.zero_grad(set_to_none=True)
+            losses["loss"].backward()
+            if cfg.max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            opt.step()
+            for k in LOSS_KEYS:
+                sums[k] += float(losses[k].detach())
+            steps += 1
+            kl = float(losses["approx_kl"])
+            if cfg.kl_adaptive_lr is not None:
+                adapt_lr(opt, cfg, kl)
+            kl_sum, kl_n = kl_sum + kl, kl_n + 1
         if cfg.target_kl is not None and kl_sum / max(kl_n, 1) > cfg.target_kl:
             break
     out = {k: v / max(steps, 1) for k, v in sums.items()}
     out["grad_steps"] = steps
     return out
+
+
+class _Old(NamedTuple):
+    """The rollout's side of one minibatch: what the loss compares the net's new outputs with."""
+
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def _step_minibatches(net: nn.Module, batch: TrainBatch, cfg: PPOConfig, generator):
+    """Feed-forward: for each epoch, ``cfg.minibatches`` minibatches of shuffled single steps,
+    each ``(net.evaluate(obs, actions), _Old)`` (the net evaluated lazily, as the loop asks)."""
+    if bool(batch.valid.all()):
+        flat = [x.reshape(-1, *x.shape[2:]) for x in batch[:6]]  # [T, N, ...] -> [T * N, ...]
+    else:
+        flat = [x[batch.valid] for x in batch[:6]]  # the valid steps of a first-ready rollout
+    obs, actions, logprobs, values, adv, ret = flat
+    n = obs.shape[0]
+    # Convert the frames once for all epochs (channels-last, scaled, in the CNN's dtype) rather
+    # than once per minibatch (the channels-last copy and the cast were a tenth of a
+    # minibatch's time in a profile). Bounded, as the copy is 2-4x the uint8 rollout.
+    if hasattr(net, "prepare") and obs.numel() <= _PREPARE_MAX_ELEMENTS:
+        obs = net.prepare(obs)
+    device = values.device
+
+    def epoch(perm: torch.Tensor):
+        for idx in perm.tensor_split(cfg.minibatches):
+            yield (
+                net.evaluate(obs[idx], actions[idx]),
+                _Old(logprobs[idx], values[idx], adv[idx], ret[idx]),
+            )
+
+    while True:
+        yield epoch(torch.randperm(n, generator=generator).to(device))
+
+
+def _sequence_minibatches(net: nn.Module, batch: TrainBatch, cfg: PPOConfig, generator):
+    """Recurrent: for each epoch, ``cfg.minibatches`` minibatches of whole env sequences
+    (``num_envs / minibatches`` envs, shuffled), replayed from their stored initial LSTM state in
+    ``net.sequence_mode``; padding past an env's length (first-ready rollouts) is masked out."""
+    device = batch.values.device
+    all_valid = bool(batch.valid.all())
+
+    def epoch(envs_perm: torch.Tensor):
+        for envs in envs_perm.tensor_split(cfg.minibatches):
+            t_len = int(batch.lengths[envs].max())
+            e = envs.to(device)
+            out = net.evaluate(
+                batch.obs[:t_len, e],
+                batch.starts[:t_len, e],
+                (batch.init_state[0][:, e], batch.init_state[1][:, e]),
+                batch.actions[:t_len, e],
+            )
+            if all_valid:
+                pick = torch.Tensor.flatten
+            else:
+                mask = batch.valid[:t_len, e]
+
+                def pick(x, mask=mask):
+                    return x[mask]
+
+            yield (
+                type(out)(**{k: pick(getattr(out, k)) for k in ("logprob", "entropy", "values")}),
+                _Old(
+                    pick(batch.logprobs[:t_len, e]),
+                    pick(batch.values[:t_len, e]),
+                    pick(batch.advantages[:t_len, e]),
+                    pick(batch.returns[:t_len, e]),
+                ),
+            )
+
+    while True:
+        yield epoch(torch.randperm(batch.obs.shape[1], generator=generator))
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
