@@ -15,8 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rapidrl.config import RAY_SERIAL, ConfigError, ray_workers
-from rapidrl.distributed.batches import RolloutBatch, TransitionBatch
-from rapidrl.distributed.sampler import RaySampler, SerialSampler, require_ray
+from rapidrl.distributed.batches import RolloutBatch, TransitionBatch, concat_rollouts
+from rapidrl.distributed.sampler import (
+    RaySampler,
+    SerialSampler,
+    WorkerFailedError,
+    require_ray,
+)
 
 __all__ = [
     "RAY_COLUMNS",
@@ -58,6 +63,8 @@ class RayDriver:
 
     sampler: RaySampler | SerialSampler
     stats: RayStats
+    policy: Any
+    """What the learner publishes to the workers (its network, under the policy's prefix)."""
 
     @property
     def pids(self) -> list[int | None]:
@@ -68,6 +75,24 @@ class RayDriver:
 
     def describe(self) -> str:
         return f"ray x{self.sampler.num_workers}"
+
+    def collect(self, lrn: Any, num_steps: int) -> tuple[RolloutBatch, list[float]]:
+        """One synchronous rollout (PPO, PQN): ``self.policy`` (the learner's current weights)
+        published, then ``num_steps`` steps of every env of every worker stacked along the env
+        axis (``[num_steps, workers x envs_per_worker]``); its steps and episodes counted by
+        ``lrn.episodes_done``; returns it and each worker's policy lag (also in the stats)."""
+        self.sampler.set_weights(self.policy, version=lrn.c.updates, force=True)
+        try:
+            rollouts = self.sampler.collect_rollouts(num_steps)
+        except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
+            raise WorkerFailedError(str(exc)) from exc
+        r = concat_rollouts(rollouts)
+        lrn.episodes_done(r.meta.env_steps, r.meta.episode_returns, r.meta.episode_lengths)
+        lags = []
+        for part in rollouts:
+            lags.append(self.sampler.policy_lag(part))
+            self.stats.add(part, lags[-1])
+        return r, lags
 
     def close(self) -> None:
         self.sampler.shutdown()

@@ -40,9 +40,7 @@ from rapidrl.algos.ppo.config import PPOConfig
 from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.learner import METRIC_COLUMNS, Learner, TrainBatch, make_policy
 from rapidrl.config import ConfigError
-from rapidrl.distributed.batches import concat_rollouts
 from rapidrl.distributed.policy import ActorCriticPolicy
-from rapidrl.distributed.sampler import WorkerFailedError
 from rapidrl.distributed.training import (
     RAY_COLUMNS,
     RayDriver,
@@ -115,22 +113,13 @@ class RaySource(RayDriver):
 
 def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
     """One PPO update on a rollout from the Ray workers."""
-    cfg, sampler = lrn.cfg, source.sampler
+    cfg = lrn.cfg
     # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
     lrn.set_lr(lrn.frames)
     # 2. Rollout: num_steps of every env of every worker, all with these weights.
     t0 = time.perf_counter()
-    sampler.set_weights(source.policy, version=lrn.c.updates, force=True)
-    try:
-        rollouts = sampler.collect_rollouts(cfg.num_steps)
-    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
-        raise WorkerFailedError(str(exc)) from exc
-    r = concat_rollouts(rollouts)
-    meta = r.meta
-    lrn.episodes_done(meta.env_steps, meta.episode_returns, meta.episode_lengths)
-    for part in rollouts:
-        source.lags.append(sampler.policy_lag(part))
-        source.stats.add(part, source.lags[-1])
+    r, lags = source.collect(lrn, cfg.num_steps)
+    source.lags += lags
     rollout_s = time.perf_counter() - t0
     # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs); the last
     #    step: V of the observation after the rollout).

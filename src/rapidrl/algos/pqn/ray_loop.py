@@ -43,9 +43,7 @@ from rapidrl.algos.pqn.learner import (
     q_lambda_at,
     rollout_targets,
 )
-from rapidrl.distributed.batches import concat_rollouts
 from rapidrl.distributed.policy import QLambdaPolicy
-from rapidrl.distributed.sampler import WorkerFailedError
 from rapidrl.distributed.training import (
     RAY_COLUMNS,
     RayDriver,
@@ -100,23 +98,14 @@ class RaySource(RayDriver):
 
 def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
     """One PQN update on a rollout from the Ray workers."""
-    cfg, sampler, device = lrn.cfg, source.sampler, lrn.device
+    cfg, device = lrn.cfg, lrn.device
     # 1. Learning rate (annealed over schedule_frames) and this update's exploration rate.
     lrn.set_lr(lrn.frames)
     eps = epsilon_at(cfg, lrn.frames)
     source.policy.epsilon.fill_(eps)
     # 2. Rollout: num_steps of every env of every worker, all with these weights.
     t0 = time.perf_counter()
-    sampler.set_weights(source.policy, version=lrn.c.updates, force=True)
-    try:
-        rollouts = sampler.collect_rollouts(cfg.num_steps)
-    except TimeoutError as exc:  # alive but stuck (or starved of CPUs)
-        raise WorkerFailedError(str(exc)) from exc
-    r = concat_rollouts(rollouts)
-    meta = r.meta
-    lrn.episodes_done(meta.env_steps, meta.episode_returns, meta.episode_lengths)
-    for part in rollouts:
-        source.stats.add(part, sampler.policy_lag(part))
+    r, _ = source.collect(lrn, cfg.num_steps)
     rollout_s = time.perf_counter() - t0
     session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates, eps=eps)
 
