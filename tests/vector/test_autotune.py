@@ -103,3 +103,16 @@ def test_auto_falls_back_to_the_default_layout_with_a_message(cache_dir, caplog,
         assert "no autotune entry" in caplog.text
         venv.reset(seed=0)
         venv.step(np.zeros(2, np.int64))
+
+
+def test_auto_honours_a_layout_the_caller_gives(cache_dir):
+    """An autotuned entry says serial, but the caller asks for workers or first-ready batches:
+    what the caller gave wins (it was silently dropped before)."""
+    save_autotune("CartPole-v1", 4, {"backend": "serial"})
+    with make_vec("CartPole-v1", 4, "auto") as venv:
+        assert venv.name == "serial vector env"  # nothing given: the entry
+    with make_vec("CartPole-v1", 4, "auto", num_workers=2) as venv:
+        assert venv.name == "hybrid vector env" and len(venv.worker_pids) == 2  # one a group
+    with make_vec("CartPole-v1", 4, "auto", num_workers=2, batch_size=2) as venv:
+        assert venv.name == "async vector env" and venv.batch_size == 2
+        venv.reset(seed=0)

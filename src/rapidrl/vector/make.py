@@ -76,7 +76,9 @@ def make_vec(
             cloudpickle).
         num_envs: number of envs ``N``.
         backend: ``serial``, ``subprocess``, ``hybrid``, ``async``, ``ale``, ``envpool`` or
-            ``auto`` (see the module docstring).
+            ``auto`` (see the module docstring). ``auto`` with any of ``num_workers``,
+            ``batch_size``, ``inline``, ``spin`` given takes that layout, on ``async`` when
+            ``batch_size < N`` and ``hybrid`` otherwise, not an autotuned one.
         num_workers: worker processes (``hybrid``/``async``; default ``min(N, cpus)``, for
             ``async`` the largest divisor of ``N`` up to that); threads for ``ale``/``envpool``
             (default: theirs).
@@ -122,6 +124,15 @@ def make_vec(
         exit_if_reimporting_main()  # a worker re-running an unguarded script: see process.py
     if isinstance(env, str):
         _resolve_env_id(env)  # an unknown id is the registry's error, before any worker starts
+    if backend == "auto" and (num_workers is not None or batch_size is not None or inline or spin):
+        # The caller set (part of) the layout: honour it rather than an autotuned one, on the
+        # backend that takes it (first-ready batches: async; else hybrid).
+        backend = "async" if batch_size not in (None, num_envs) else "hybrid"
+        log.info(
+            "backend='auto' with a layout given (num_workers=%s, batch_size=%s, inline=%s, "
+            "spin=%s): using backend=%r",
+            num_workers, batch_size, inline, spin, backend,
+        )  # fmt: skip
     if backend == "auto":
         return _make_auto(
             env,
