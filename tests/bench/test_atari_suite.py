@@ -222,3 +222,27 @@ def test_a_stopped_suite_goes_on_where_it_left_off(tmp_path):
     assert json.loads((tmp_path / "suite" / "suite.json").read_text())["summary"][0]["seeds"] == 3
     assert (tmp_path / "suite" / "curves-CartPole-v1.png").exists()
     assert not math.isnan(again["summary"][0]["return_mean_100"])
+
+
+def test_report_runs_nothing_and_tables_the_finished_runs(tmp_path, monkeypatch, capsys):
+    """--report: the table and curves of the runs finished so far (one carried, one stopped
+    mid-run, one never started), nothing run, the unfinished ones named."""
+    import rapidrl.bench.atari as atari
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("--report ran a trainer")
+
+    monkeypatch.setattr(atari, "run_training", no_run)
+    done = RunSpec("breakout", "ppo", "lean", 1).run_dir(tmp_path)
+    _canned_run(done, frames=10_027_008, final=103.1, best=103.1, curve=((0, 1.0), (1e7, 103.1)))
+    stopped = RunSpec("qbert", "ppo", "lean", 1).run_dir(tmp_path)
+    _canned_run(stopped, frames=4_000_000, final=900.0, best=900.0, stop="interrupted")
+    argv = ["--games", "breakout,qbert,phoenix", "--algos", "ppo:lean", "--seeds", "1"]
+    assert atari.main([*argv, "--out-dir", str(tmp_path), "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "1 runs finished; not finished: qbert ppo:lean seed 1, phoenix ppo:lean seed 1" in out
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [(r["game"], r["return_mean_100"]) for r in suite["runs"]] == [("breakout", 103.1)]
+    assert "| breakout | ppo:lean | 1/1 | 10.03M |" in (tmp_path / "suite.md").read_text()
+    assert (tmp_path / "curves-breakout.png").stat().st_size > 0
+    assert json.loads((stopped / "summary.json").read_text())["stop_reason"] == "interrupted"

@@ -187,6 +187,10 @@ class BenchAtariConfig:
     """CPUs each run holds on Ray (its trainer's threads and env workers share them)."""
     retries: int = 3
     """With --ray: how many times a run whose node or worker died is started again."""
+    report: bool = False
+    """Run nothing: write suite.json, suite.md and the curves from the runs of these lists that
+    have finished (e.g. while a suite is stopped, or from run dirs carried from elsewhere) and
+    name the ones that have not."""
 
     def validate(self) -> None:
         games = self.game_list()
@@ -327,6 +331,12 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
             why = "killed after the time limit" if rc is None else f"exit code {rc}"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             return {**asdict(spec), "run_dir": str(run_dir), "failed": why, "log_tail": tail}
+    return finished_record(spec, run_dir)
+
+
+def finished_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """The record of a finished run, with the machine it ran on last (its ``.node`` file)."""
+    where = run_dir.parent / f"seed-{spec.seed}.node"
     node = where.read_text().strip() if where.exists() else None
     return {**run_record(spec, run_dir), "node": node}
 
@@ -605,7 +615,18 @@ def _bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[
                   f"mean-100 {_num(record['return_mean_100'])} after "
                   f"{record['frames']:,} frames, {record['minutes']:.1f} min", flush=True)  # fmt: skip
 
-    records = (run_on_ray if b.ray else run_locally)(b, extra, done)
+    if b.report:
+        records, unfinished = [], []
+        for spec in runs:
+            run_dir = spec.run_dir(b.out_dir)
+            if run_state(run_dir) == "done":
+                records.append(finished_record(spec, run_dir))
+            else:
+                unfinished.append(f"{spec.game} {spec.label} seed {spec.seed}")
+        print(f"  report: {len(records)} runs finished; not finished: "
+              f"{', '.join(unfinished) or 'none'}", flush=True)  # fmt: skip
+    else:
+        records = (run_on_ray if b.ray else run_locally)(b, extra, done)
     result = write_results(b, records, extra, argv)
     print(format_tables(result))
     _plot_quietly(b, records, out)
