@@ -355,10 +355,10 @@ def test_loop_and_packed_updates_match(ragged):
 def test_loop_and_packed_updates_match_with_input_and_value_normalization(ragged):
     """The learner's recurrent path with --obs-norm --value-norm (statistics merged from the
     rollout, values and returns normalized, frames normalized before the torso) trains the
-    same in every sequence mode: two rollouts through Learner.train_on_rollout, fp32."""
+    same in every sequence mode: two rollouts through PPOLearner.train_on_rollout, fp32."""
     import time
 
-    from rapidrl.algos.ppo.learner import Learner
+    from rapidrl.algos.ppo.learner import PPOLearner
 
     shape = (2, 16, 16)
     cfg = PPOConfig(
@@ -368,7 +368,7 @@ def test_loop_and_packed_updates_match_with_input_and_value_normalization(ragged
 
     def learner(**kw):
         torch.manual_seed(0)
-        return Learner(dataclasses.replace(cfg, **kw), shape, 4, torch.device("cpu"))
+        return PPOLearner(dataclasses.replace(cfg, **kw), shape, 4, torch.device("cpu"))
 
     ref = learner(sequence_mode="loop")
     g = torch.Generator().manual_seed(1)
@@ -384,8 +384,8 @@ def test_loop_and_packed_updates_match_with_input_and_value_normalization(ragged
         lrn.net.load_state_dict(start)
         for _ in range(2):
             lrn.train_on_rollout(batch, rollout_s=0.0, t_start=time.perf_counter())
-        acc = {k: lrn.c.acc[k] for k in LOSSES}
-        results[mode] = (acc, lrn.c.grad_steps, lrn.net.state_dict())
+        acc = {k: lrn.counters.acc[k] for k in LOSSES}
+        results[mode] = (acc, lrn.counters.grad_steps, lrn.net.state_dict())
     ref_acc, ref_steps, ref_params = results["loop"]
     assert ref_steps == 12 and ref_acc["approx_kl"] > 0
     n_valid = int(batch.valid.sum())

@@ -104,7 +104,7 @@ class FakeStackedVecEnv:
     """
 
     def __init__(self, n, rng, c=4, frame=(7, 5), pad="repeat", max_len=12):
-        self.n, self.rng, self.c, self.frame, self.pad, self.max_len = (
+        self.n, self.rng, self.counters, self.frame, self.pad, self.max_len = (
             n,
             rng,
             c,
@@ -121,8 +121,8 @@ class FakeStackedVecEnv:
     def _start(self):
         f = self._frame()
         if self.pad == "repeat":
-            return np.stack([f] * self.c)
-        return np.concatenate([np.zeros((self.c - 1, *self.frame), np.uint8), f[None]])
+            return np.stack([f] * self.counters)
+        return np.concatenate([np.zeros((self.counters - 1, *self.frame), np.uint8), f[None]])
 
     def reset(self):
         return np.stack(self.stacks)

@@ -81,7 +81,7 @@ class RayDriver:
         published, then ``num_steps`` steps of every env of every worker stacked along the env
         axis (``[num_steps, workers x envs_per_worker]``); its steps and episodes counted by
         ``lrn.episodes_done``; returns it and each worker's policy lag (also in the stats)."""
-        self.sampler.set_weights(self.policy, version=lrn.c.updates, force=True)
+        self.sampler.set_weights(self.policy, version=lrn.counters.updates, force=True)
         try:
             rollouts = self.sampler.collect_rollouts(num_steps)
         except TimeoutError as exc:  # alive but stuck (or starved of CPUs)

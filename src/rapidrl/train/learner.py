@@ -66,7 +66,7 @@ class RolloutLearner:
         # One generator per consumer: acting draws on the acting device, shuffles on the CPU.
         self.act_gen = torch.Generator(device=self.device).manual_seed(seed_of(cfg.seed, 1))
         self.mb_gen = torch.Generator().manual_seed(seed_of(cfg.seed, 2))
-        self.c = RolloutCounters(acc=acc)
+        self.counters = RolloutCounters(acc=acc)
         self.frame_skip = 1  # emulator frames per agent step, set by start()
         self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
         self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
@@ -93,7 +93,7 @@ class RolloutLearner:
             counters = state.state["counters"]
             self.log_every.load_state_dict(counters["log_every"])
             self.ckpt_every.load_state_dict(counters["ckpt_every"])
-            self.c.load_state_dict(counters)
+            self.counters.load_state_dict(counters)
             self.act_gen.set_state(state.state["generators"]["act"])
             self.mb_gen.set_state(state.state["generators"]["minibatch"])
             state.restore_rng()
@@ -103,12 +103,12 @@ class RolloutLearner:
     @property
     def frames(self) -> int:
         """Emulator frames so far: agent steps x the frame skip given to :meth:`start`."""
-        return self.c.steps * self.frame_skip
+        return self.counters.steps * self.frame_skip
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What a checkpoint holds (the global RNGs are added by the Checkpointer): weights,
         optimizer, tracker, clock, counters with the cadence states, the generators."""
-        counters = self.c.state_dict()
+        counters = self.counters.state_dict()
         counters["log_every"] = self.log_every.state_dict()
         counters["ckpt_every"] = self.ckpt_every.state_dict()
         return {
@@ -123,20 +123,20 @@ class RolloutLearner:
     def steps_done(self, session: Any, n: int, infos: dict, **bar: Any) -> None:
         """``n`` more agent steps were received (their ``infos``): count them, record the
         episodes that ended, move ``session``'s progress bar (``bar``: extra fields shown)."""
-        self.c.steps += n
+        self.counters.steps += n
         self.tracker.update(infos, self.frames, self.clock.seconds)
-        session.bar.update(self.frames, self.tracker, upd=self.c.updates, **bar)
+        session.bar.update(self.frames, self.tracker, upd=self.counters.updates, **bar)
 
     def episodes_done(self, n: int, returns: Any, lengths: Any) -> None:
         """``n`` more agent steps came from elsewhere (Ray workers) with the ``returns`` and
         ``lengths`` of the episodes that ended in them: count the steps, record the episodes."""
-        self.c.steps += n
+        self.counters.steps += n
         self.tracker.add_episodes(returns, lengths, self.frames, self.clock.seconds)
 
     def account(self, stats: dict[str, float], *, rollout_s: float, update_s: float) -> None:
         """Count one trained rollout: updates, ``grad_steps``, and the metric sums of the keys
         ``stats`` shares with ``acc`` (the update's means), rollout and update seconds."""
-        c, acc = self.c, self.c.acc
+        c, acc = self.counters, self.counters.acc
         c.updates += 1
         c.grad_steps += stats["grad_steps"]
         for k, v in stats.items():

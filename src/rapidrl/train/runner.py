@@ -107,7 +107,7 @@ def run_training(
             # accepted, so a refused start leaves nothing on disk.
             if resuming:
                 run = start_run(cfg, lrn, env, algo=algo.name)
-            source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, lrn.c.steps))
+            source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, lrn.counters.steps))
             run = run or start_run(cfg, lrn, env, algo=algo.name)
         if algo.loop_threads is not None:
             threads = algo.loop_threads(cfg, source)
@@ -134,7 +134,7 @@ def run_training(
                         on_log=on_log, pids=getattr(source, "pids", ()),
                     )  # fmt: skip
             # The end: a last checkpoint and row, the summary and the learning curve.
-            frames, c = lrn.frames, lrn.c
+            frames, c = lrn.frames, lrn.counters
             counts = {"steps": c.steps, "updates": c.updates}
             if algo.grad_steps:
                 counts["grad_steps"] = c.grad_steps

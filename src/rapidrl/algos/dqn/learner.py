@@ -1,14 +1,14 @@
 """The DQN-family learner: everything the local loop (:mod:`rapidrl.algos.dqn.train`) and the Ray
 loop (:mod:`rapidrl.algos.dqn.ray_loop`) share besides where the transitions come from.
 
-:class:`Learner` holds the online and target Q-networks, Adam, the replay (frames stored once,
+:class:`DQNLearner` holds the online and target Q-networks, Adam, the replay (frames stored once,
 n-step returns at sample time, optionally prioritized), the explorer's generator, the counters,
 the row/checkpoint cadences, the episode tracker and the run clock. The loops only feed it:
 ``learner.observe(n)`` after ``n`` new agent steps runs the updates due at the replay ratio (one
 update of ``batch_size x steps_per_update`` transitions per ``steps_per_update`` agent steps, after
-the prefill) and syncs the target net by agent steps; :meth:`Learner.act` is the epsilon-greedy
-policy; :meth:`Learner.metrics_row` and :meth:`Learner.save` write rows and checkpoints;
-:meth:`Learner.start` + :meth:`Learner.attach_replay` restore all of it from the newest
+the prefill) and syncs the target net by agent steps; :meth:`DQNLearner.act` is the epsilon-greedy
+policy; :meth:`DQNLearner.metrics_row` and :meth:`DQNLearner.save` write rows and checkpoints;
+:meth:`DQNLearner.start` + :meth:`DQNLearner.attach_replay` restore all of it from the newest
 checkpoint.
 """
 
@@ -41,7 +41,7 @@ __all__ = [
     "METRIC_COLUMNS",
     "RESUME_IGNORE_FIELDS",
     "Counters",
-    "Learner",
+    "DQNLearner",
     "make_q_network",
     "net_kwargs",
 ]
@@ -166,7 +166,7 @@ class Counters:
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
-class Learner:
+class DQNLearner:
     """The DQN family's learner-side state and steps (see the module docstring).
 
     Build it after ``seed_everything(cfg.seed)`` (the networks' initialization draws from torch's
@@ -192,7 +192,7 @@ class Learner:
             self.q.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam
         )
         self.act_rng = np.random.default_rng([cfg.seed, 1])
-        self.c = Counters()
+        self.counters = Counters()
         self.frame_skip = 1  # emulator frames per agent step, set by start()
         self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
         self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
@@ -229,7 +229,7 @@ class Learner:
                 q=self.q, target=self.target, optim=self.opt, tracker=self.tracker,
                 clock=self.clock,
             )  # fmt: skip
-            log_blocks, ckpt_blocks = self.c.load_state_dict(state.state["counters"])
+            log_blocks, ckpt_blocks = self.counters.load_state_dict(state.state["counters"])
             self.log_every.load_state_dict({"blocks": log_blocks})
             self.ckpt_every.load_state_dict({"blocks": ckpt_blocks})
             self._restored = state
@@ -239,7 +239,7 @@ class Learner:
     @property
     def frames(self) -> int:
         """Emulator frames so far: agent steps x the frame skip given to :meth:`start`."""
-        return self.c.steps * self.frame_skip
+        return self.counters.steps * self.frame_skip
 
     def attach_replay(self, streams: int) -> ReplayBuffer:
         """Make the replay for ``streams`` env streams (one per env the transitions come from);
@@ -284,7 +284,7 @@ class Learner:
         """An atomic checkpoint at ``frames`` (with the replay when ``save_replay``)."""
         assert self.checkpointer is not None and self.rb is not None, "start/attach_replay first"
         self._flush_stats()
-        counters = self.c.state_dict(self.log_every.blocks, self.ckpt_every.blocks)
+        counters = self.counters.state_dict(self.log_every.blocks, self.ckpt_every.blocks)
         self.checkpointer.save(
             frames,
             {
@@ -304,7 +304,7 @@ class Learner:
         """The exploration rate at the current step count (linear decay)."""
         cfg = self.cfg
         return linear_schedule(
-            cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps, self.c.steps
+            cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_decay_steps, self.counters.steps
         )
 
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
@@ -329,7 +329,7 @@ class Learner:
     def learn(self, new_steps: int) -> None:
         """The updates due after ``new_steps`` more agent steps (none before the prefill); the
         steps are not counted (:meth:`count`): the local loop learns while its envs step."""
-        cfg, c, rb = self.cfg, self.c, self.rb
+        cfg, c, rb = self.cfg, self.counters, self.rb
         if len(rb) < cfg.learning_starts or rb.num_sampleable == 0:
             return
         c.pending += new_steps
@@ -341,7 +341,7 @@ class Learner:
 
     def count(self, new_steps: int) -> None:
         """Count ``new_steps`` agent steps; sync the target net by agent steps."""
-        c = self.c
+        c = self.counters
         c.steps += new_steps
         if c.steps // self.cfg.target_sync_steps > c.synced:
             self.target.load_state_dict(self.q.state_dict())
@@ -349,12 +349,14 @@ class Learner:
 
     def add_lag(self, lag: float) -> None:
         """One acting batch's policy lag (updates since its weights) for the metrics row."""
-        self.c.lag_sum += lag
-        self.c.lag_count += 1
+        self.counters.lag_sum += lag
+        self.counters.lag_count += 1
 
     def beta(self) -> float:
         """The PER importance-sampling exponent at the current step count."""
-        return linear_schedule(self.cfg.per_beta0, 1.0, self.cfg.per_beta_steps, self.c.steps)
+        return linear_schedule(
+            self.cfg.per_beta0, 1.0, self.cfg.per_beta_steps, self.counters.steps
+        )
 
     def _loss(self, obs, actions, rewards, discounts, next_obs, weights):
         cfg, q, target = self.cfg, self.q, self.target
@@ -381,7 +383,7 @@ class Learner:
     def update(self) -> None:
         """One gradient step on ``batch_size x steps_per_update`` sampled transitions (PER:
         weighted, priorities written back)."""
-        cfg, rb, c, device = self.cfg, self.rb, self.c, self.device
+        cfg, rb, c, device = self.cfg, self.rb, self.counters, self.device
         t0 = time.perf_counter()
         nb = self._on_cuda and cfg.non_blocking
         out = self._host.next()
@@ -422,15 +424,15 @@ class Learner:
         """Move the loss/Q sums kept on a CUDA device into the counters."""
         if self._on_cuda:
             loss_sum, q_sum = self._stats.tolist()
-            self.c.loss_sum += loss_sum
-            self.c.q_sum += q_sum
+            self.counters.loss_sum += loss_sum
+            self.counters.q_sum += q_sum
             self._stats.zero_()
 
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int, epsilon: float) -> dict[str, Any]:
         """One metrics row at ``frames`` (means since the previous row); resets the sums."""
         self._flush_stats()
-        c, n = self.c, self.c.row_updates
+        c, n = self.counters, self.counters.row_updates
         row = {
             "seconds": self.clock.seconds,
             "fps": self.clock.fps(frames),

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from rapidrl.algos.dqn.config import DQNConfig
-from rapidrl.algos.dqn.learner import METRIC_COLUMNS, Learner, make_q_network
+from rapidrl.algos.dqn.learner import METRIC_COLUMNS, DQNLearner, make_q_network
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import QPolicy, apex_epsilons
 from rapidrl.distributed.sampler import WorkerFailedError
@@ -84,7 +84,7 @@ def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per batch."""
     algo = Algorithm(
         name="dqn", label="DQN", title="DQN {env} (Ray)", columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-        learner=lambda cfg, env, device: Learner(
+        learner=lambda cfg, env, device: DQNLearner(
             cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
         ),
         source=RaySource, start=_start, iterate=iterate,
@@ -105,7 +105,7 @@ class RaySource(RayDriver):
     """The Ray workers (each with its Ape-X epsilon), their statistics, and the batches taken
     from them that the learner has not consumed yet."""
 
-    def __init__(self, cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int):
+    def __init__(self, cfg: DQNConfig, env: Any, lrn: DQNLearner, env_seed: int):
         self.policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
         self.sampler = start_sampler(
             cfg,
@@ -127,15 +127,15 @@ class RaySource(RayDriver):
         self.pending: list[Any] = []
 
 
-def _start(lrn: Learner, source: RaySource) -> None:
+def _start(lrn: DQNLearner, source: RaySource) -> None:
     lrn.attach_replay(source.streams)  # one stream per worker env
     # Weights to the workers after every update (sent every ray_publish_every).
     sampler = source.sampler
     lrn.on_update = lambda updates: sampler.set_weights(source.policy, version=updates)
-    sampler.set_weights(source.policy, version=lrn.c.updates, force=True)
+    sampler.set_weights(source.policy, version=lrn.counters.updates, force=True)
 
 
-def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
+def iterate(lrn: DQNLearner, source: RaySource, session: Any) -> None:
     """One worker batch into the replay, and the updates due for it."""
     cfg, sampler = lrn.cfg, source.sampler
     # 1. The batches that completed (each worker has been sent its next request).
@@ -157,7 +157,7 @@ def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
     )
     lrn.add_lag(lag)
     source.stats.add(batch, lag)
-    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.c.updates, lag=lag)
+    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.counters.updates, lag=lag)
 
 
 def _check_streams(cfg: DQNConfig, streams: int) -> None:

@@ -46,7 +46,7 @@ import torch
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
 from rapidrl.algos.dqn.learner import (
     METRIC_COLUMNS,
-    Learner,
+    DQNLearner,
     make_q_network,
     net_kwargs,
 )
@@ -90,7 +90,7 @@ def algorithm(cfg: DQNConfig) -> Algorithm:
     its learner, its local source of experience, one iteration, its metrics row."""
     return Algorithm(
         name="dqn", label="DQN", title="DQN {env}", columns=METRIC_COLUMNS,
-        learner=lambda cfg, env, device: Learner(
+        learner=lambda cfg, env, device: DQNLearner(
             cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
         ),
         source=_source, iterate=iterate,
@@ -103,7 +103,7 @@ def algorithm(cfg: DQNConfig) -> Algorithm:
     )  # fmt: skip
 
 
-def _source(cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int) -> VectorSource | ActorSource:
+def _source(cfg: DQNConfig, env: Any, lrn: DQNLearner, env_seed: int) -> VectorSource | ActorSource:
     """The envs, in this process or in actor processes, started from ``env_seed``."""
     if cfg.actor_processes == 0:
         source = started(VectorSource(cfg, env.options), env_seed)
@@ -113,7 +113,7 @@ def _source(cfg: DQNConfig, env: Any, lrn: Learner, env_seed: int) -> VectorSour
     return source
 
 
-def iterate(lrn: Learner, source: VectorSource | ActorSource, session: Any) -> None:
+def iterate(lrn: DQNLearner, source: VectorSource | ActorSource, session: Any) -> None:
     """One vector step of experience and the updates due for it."""
     # 1-3. Act, learn what is due while the envs step, add the step to the replay (the source
     #      does all three, see VectorSource/ActorSource).
@@ -121,7 +121,7 @@ def iterate(lrn: Learner, source: VectorSource | ActorSource, session: Any) -> N
     # 4. Count the steps (the target net syncs by agent steps); episodes.
     lrn.count(n_new)
     lrn.tracker.update(infos, lrn.frames, lrn.clock.seconds)
-    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.c.updates)
+    session.bar.update(lrn.frames, lrn.tracker, eps=source.eps, upd=lrn.counters.updates)
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,7 +152,7 @@ class VectorSource:
         self.env_ids = np.arange(self.n)
         self.last_actions = np.zeros(self.n, np.int64)
 
-    def step(self, lrn: Learner) -> tuple[int, dict[str, Any], float]:
+    def step(self, lrn: DQNLearner) -> tuple[int, dict[str, Any], float]:
         """1. act on the waiting envs and send the actions; 2. run the due updates while the
         envs step; 3. collect the step (where an episode ended, ``next_obs`` already holds the
         next episode's first observation: the transition's is ``final_obs``) into the replay."""
@@ -196,14 +196,14 @@ class ActorSource:
     shared-memory slot; the learner consumes them at the replay ratio of the local loop and
     publishes its weights every ``weight_sync_every`` updates."""
 
-    def __init__(self, cfg: DQNConfig, options: dict[str, Any], lrn: Learner, env_seed: int):
+    def __init__(self, cfg: DQNConfig, options: dict[str, Any], lrn: DQNLearner, env_seed: int):
         from rapidrl.algos.dqn.actor import ActorPool
 
         backend = cfg.backend
         if backend == "auto" and cfg.num_envs // cfg.actor_processes == 1:
             backend = "serial"
         per_update = math.ceil(cfg.steps_per_update / cfg.num_envs)
-        c = lrn.c
+        c = lrn.counters
         self.pool = ActorPool(
             cfg.actor_processes,
             env=cfg.env,
@@ -235,7 +235,7 @@ class ActorSource:
     def pids(self) -> list[int | None]:
         return self.pool.pids
 
-    def step(self, lrn: Learner) -> tuple[int, dict[str, Any], float]:
+    def step(self, lrn: DQNLearner) -> tuple[int, dict[str, Any], float]:
         """1. take an actor's step into the replay; 2. run the updates due for it (the actors
         keep playing meanwhile)."""
         step = self.pool.next()
@@ -249,7 +249,7 @@ class ActorSource:
             env_ids=step.env_ids,
         )
         infos, eps = dict(step.infos), step.epsilon
-        lrn.add_lag(lrn.c.updates - step.version)
+        lrn.add_lag(lrn.counters.updates - step.version)
         self.pool.release(step)
         n_new = len(step.env_ids)
         lrn.learn(n_new)

@@ -7,10 +7,10 @@ rollout as the update takes it), :func:`rollout_advantages` (GAE over envs of di
 (:func:`anneal_lr`, :func:`adapt_lr`), the entropy schedule (:func:`ent_coef_at`) and
 :func:`explained_variance`.
 
-:class:`Learner` holds the network, Adam, the action-sampling and minibatch generators, the
+:class:`PPOLearner` holds the network, Adam, the action-sampling and minibatch generators, the
 counters, the row/checkpoint cadences, the episode tracker and the run clock; it trains on a
-rollout (:meth:`Learner.train_on_rollout`), writes metrics rows and checkpoints, and restores all
-of it from the newest checkpoint (:meth:`Learner.start`).
+rollout (:meth:`PPOLearner.train_on_rollout`), writes metrics rows and checkpoints, and restores all
+of it from the newest checkpoint (:meth:`PPOLearner.start`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = [
     "LOSS_KEYS",
     "METRIC_COLUMNS",
     "RESUME_IGNORE_FIELDS",
-    "Learner",
+    "PPOLearner",
     "TrainBatch",
     "adapt_lr",
     "anneal_lr",
@@ -381,7 +381,7 @@ def _zero_acc() -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
-class Learner(RolloutLearner):
+class PPOLearner(RolloutLearner):
     """PPO's learner-side state and steps (see the module docstring; the run state, checkpoints
     and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
 
@@ -430,14 +430,14 @@ class Learner(RolloutLearner):
             obs_rms.update(batch.obs.flatten(0, 1) if bool(valid.all()) else batch.obs[valid])
         update_s = time.perf_counter() - t_start
         self.account(stats, rollout_s=rollout_s, update_s=update_s)
-        acc = self.c.acc
+        acc = self.counters.acc
         acc["explained_variance"] += 0.0 if math.isnan(ev) else ev
         acc["ev_n"] += 0 if math.isnan(ev) else 1
 
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int) -> dict[str, Any]:
         """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        c, acc = self.c, self.c.acc
+        c, acc = self.counters, self.counters.acc
         n = acc["n"]
         row = {
             "seconds": self.clock.seconds,

@@ -8,7 +8,7 @@ the ``policy_lag`` column shows it) and stack them along the env axis
 (3) GAE (:func:`rapidrl.algos.ppo.gae.gae`) with ``next_values`` from the batch, so a time limit
 bootstraps from ``V(final_obs)`` computed by the worker and the rollout's last step from the value
 of the observation after it; (4) the local loop's update phase,
-:meth:`rapidrl.algos.ppo.learner.Learner.train_on_rollout` (epochs x minibatches of shuffled
+:meth:`rapidrl.algos.ppo.learner.PPOLearner.train_on_rollout` (epochs x minibatches of shuffled
 steps);
 (5) log, checkpoint, check the stop conditions -- all as in the local loop, with the same run
 directory and checkpoints, plus the ``ray_*`` columns and the ``ray`` section of ``summary.json``
@@ -38,7 +38,7 @@ import torch
 
 from rapidrl.algos.ppo.config import PPOConfig
 from rapidrl.algos.ppo.gae import gae
-from rapidrl.algos.ppo.learner import METRIC_COLUMNS, Learner, TrainBatch, make_policy
+from rapidrl.algos.ppo.learner import METRIC_COLUMNS, PPOLearner, TrainBatch, make_policy
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import ActorCriticPolicy
 from rapidrl.distributed.training import (
@@ -69,7 +69,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     algo = Algorithm(
         name="ppo", label="PPO", title="PPO {env} (Ray)",
         columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
-        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        learner=lambda cfg, env, device: PPOLearner(cfg, env.obs_shape, env.n_actions, device),
         source=RaySource, iterate=iterate, row=lambda lrn, source, frames: source.row(frames),
         loop_threads=lambda cfg, source: source.loop_threads(cfg),
         describe=lambda source: source.describe(),
@@ -84,7 +84,7 @@ class RaySource(RayDriver):
     policy lag of each worker rollout since the last row, and whether each env's last step ended
     its episode (the next rollout's ``starts[0]``)."""
 
-    def __init__(self, cfg: PPOConfig, env: Any, lrn: Learner, env_seed: int):
+    def __init__(self, cfg: PPOConfig, env: Any, lrn: PPOLearner, env_seed: int):
         self.cfg, self.lrn = cfg, lrn
         self.policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
         self.sampler = start_sampler(
@@ -111,7 +111,7 @@ class RaySource(RayDriver):
         return {**row, **self.stats.columns()}
 
 
-def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
+def iterate(lrn: PPOLearner, source: RaySource, session: Any) -> None:
     """One PPO update on a rollout from the Ray workers."""
     cfg = lrn.cfg
     # 1. Learning rate, annealed linearly to 0 over lr_anneal_frames.
@@ -128,7 +128,7 @@ def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
     source.last_done = r.terminated[-1] | r.truncated[-1]
     # 4. PPO epochs: the local loop's update phase.
     lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
-    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates)
+    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.counters.updates)
 
 
 def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> TrainBatch:

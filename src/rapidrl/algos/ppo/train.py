@@ -46,7 +46,7 @@ Ray
 ---
 With ``ray`` set, ``train`` runs :mod:`rapidrl.algos.ppo.ray_loop` instead: the rollout of each
 update comes from Ray workers (synchronous, latest weights), then the same GAE and
-:meth:`rapidrl.algos.ppo.learner.Learner.train_on_rollout`; same run directory and checkpoints. Feed-forward only.
+:meth:`rapidrl.algos.ppo.learner.PPOLearner.train_on_rollout`; same run directory and checkpoints. Feed-forward only.
 
 Resume (``--resume RUN_DIR``) -- what is exact and what is not
 --------------------------------------------------------------
@@ -75,7 +75,7 @@ import torch
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.learner import (
     METRIC_COLUMNS,
-    Learner,
+    PPOLearner,
     TrainBatch,
     make_policy,
     rollout_advantages,
@@ -96,7 +96,7 @@ __all__ = [
     "LSTM_PRESETS",
     "algorithm",
     "LogEvent",
-    "Rollout",
+    "PPORollout",
     "eval_policy",
     "main_ppo",
     "main_ppo_lstm",
@@ -126,7 +126,7 @@ def algorithm(cfg: PPOConfig) -> Algorithm:
     name = "ppo-lstm" if cfg.recurrent else "ppo"
     return Algorithm(
         name=name, label="PPO", title=name.upper() + " {env}", columns=METRIC_COLUMNS,
-        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        learner=lambda cfg, env, device: PPOLearner(cfg, env.obs_shape, env.n_actions, device),
         source=_rollout,
         iterate=iterate,
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
@@ -134,12 +134,12 @@ def algorithm(cfg: PPOConfig) -> Algorithm:
     )  # fmt: skip
 
 
-def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
+def _rollout(cfg, env: Any, lrn: PPOLearner, env_seed: int) -> PPORollout:
     """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    return started(Rollout(cfg, env.options, env.obs_space, lrn), env_seed)
+    return started(PPORollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
-def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
+def iterate(lrn: PPOLearner, rollout: PPORollout, session: Any) -> None:
     """One PPO update."""
     # 1. Learning rate: annealed linearly to 0 over lr_anneal_frames (or KL-adaptive).
     lrn.set_lr(lrn.frames)
@@ -154,18 +154,18 @@ def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
     batch = rollout.batch()
     # 4. PPO epochs.
     lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
-    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates)
+    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.counters.updates)
 
 
 # --------------------------------------------------------------------------------------------
 # The local rollout: a vector env of this process, acted on by the learner's network
 # --------------------------------------------------------------------------------------------
-class Rollout:
+class PPORollout:
     """Collects ``num_steps x num_envs`` agent steps into time-major ``[T, N]`` buffers and turns
     them into a :class:`TrainBatch` (see the module docstring: per-env write positions, so a
     first-ready vector env's batches work; truncation bootstraps from ``V(final_obs)``)."""
 
-    def __init__(self, cfg: PPOConfig, options: dict[str, Any], obs_space: Any, lrn: Learner):
+    def __init__(self, cfg: PPOConfig, options: dict[str, Any], obs_space: Any, lrn: PPOLearner):
         from rapidrl.vector import make_vec
 
         backend = cfg.backend

@@ -1,13 +1,13 @@
 """The PQN learner: everything a training loop (the local one in :mod:`rapidrl.algos.pqn.train`,
 a future Ray one) shares besides collecting the rollout.
 
-:class:`Learner` holds the Q-network (LayerNorm after every layer), RAdam, the exploration and
+:class:`PQNLearner` holds the Q-network (LayerNorm after every layer), RAdam, the exploration and
 minibatch generators, the counters, the row/checkpoint cadences, the episode tracker and the run
-clock. It acts epsilon-greedily (:meth:`Learner.act`), gives the max-Q of observations for the
-bootstraps (:meth:`Learner.max_q`), turns a rollout into Q(lambda) targets
-(:func:`rollout_targets`), trains on it (:meth:`Learner.train_on_rollout`: ``epochs`` passes of
+clock. It acts epsilon-greedily (:meth:`PQNLearner.act`), gives the max-Q of observations for the
+bootstraps (:meth:`PQNLearner.max_q`), turns a rollout into Q(lambda) targets
+(:func:`rollout_targets`), trains on it (:meth:`PQNLearner.train_on_rollout`: ``epochs`` passes of
 ``minibatches`` MSE steps), writes metrics rows and checkpoints, and restores all of it from the
-newest checkpoint (:meth:`Learner.start`).
+newest checkpoint (:meth:`PQNLearner.start`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rapidrl.train.schedules import linear_schedule
 __all__ = [
     "METRIC_COLUMNS",
     "RESUME_IGNORE_FIELDS",
-    "Learner",
+    "PQNLearner",
     "epsilon_at",
     "q_lambda_at",
     "lr_at",
@@ -165,7 +165,7 @@ def _zero_acc() -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
-class Learner(RolloutLearner):
+class PQNLearner(RolloutLearner):
     """PQN's learner-side state and steps (see the module docstring; the run state, checkpoints
     and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
 
@@ -254,7 +254,7 @@ class Learner(RolloutLearner):
     # --- metrics --------------------------------------------------------------------------
     def metrics_row(self, frames: int) -> dict[str, Any]:
         """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        acc, n = self.c.acc, self.c.acc["n"]
+        acc, n = self.counters.acc, self.counters.acc["n"]
         row = {
             "seconds": self.clock.seconds,
             "fps": self.clock.fps(frames),
@@ -262,11 +262,11 @@ class Learner(RolloutLearner):
             **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
             "epsilon": epsilon_at(self.cfg, frames),
             "lr": float(self.opt.param_groups[0]["lr"]),
-            "steps": self.c.steps,
-            "updates": self.c.updates,
-            "grad_steps": self.c.grad_steps,
+            "steps": self.counters.steps,
+            "updates": self.counters.updates,
+            "grad_steps": self.counters.grad_steps,
             "rollout_s": acc["rollout_s"] / n if n else math.nan,
             "update_s": acc["update_s"] / n if n else math.nan,
         }
-        self.c.acc = _zero_acc()
+        self.counters.acc = _zero_acc()
         return row

@@ -8,7 +8,7 @@ env axis (``[num_steps, workers x envs_per_worker]``); the workers record the ma
 observation they act on, of the final observation at a time limit and of the observation after
 the rollout; (3) the local loop's Q(lambda) targets
 (:func:`rapidrl.algos.pqn.learner.rollout_targets`) from them; (4) the local loop's update phase,
-:meth:`rapidrl.algos.pqn.learner.Learner.train_on_rollout`; (5) log, checkpoint, check the stop
+:meth:`rapidrl.algos.pqn.learner.PQNLearner.train_on_rollout`; (5) log, checkpoint, check the stop
 conditions on the one run loop (:func:`rapidrl.train.runner.run_training`), with the ``ray_*``
 columns and the ``ray`` section of ``summary.json`` (see :mod:`rapidrl.algos.dqn.ray_loop`).
 
@@ -37,7 +37,7 @@ import torch
 from rapidrl.algos.pqn.config import PQNConfig
 from rapidrl.algos.pqn.learner import (
     METRIC_COLUMNS,
-    Learner,
+    PQNLearner,
     epsilon_at,
     make_pqn_network,
     q_lambda_at,
@@ -69,7 +69,7 @@ def train_ray(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     """Train with rollouts from Ray workers (see the module docstring); return the summary."""
     algo = Algorithm(
         name="pqn", label="PQN", title="PQN {env} (Ray)", columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        learner=lambda cfg, env, device: PQNLearner(cfg, env.obs_shape, env.n_actions, device),
         source=RaySource, iterate=iterate,
         row=lambda lrn, source, frames: {**lrn.metrics_row(frames), **source.stats.columns()},
         loop_threads=lambda cfg, source: source.loop_threads(cfg),
@@ -84,7 +84,7 @@ class RaySource(RayDriver):
     """The Ray workers, their statistics, and the policy the learner publishes to them (its
     network under ``q.``, the exploration rate as a buffer)."""
 
-    def __init__(self, cfg: PQNConfig, env: Any, lrn: Learner, env_seed: int):
+    def __init__(self, cfg: PQNConfig, env: Any, lrn: PQNLearner, env_seed: int):
         self.policy = QLambdaPolicy(lrn.net, env.n_actions).to(lrn.device)
         self.sampler = start_sampler(
             cfg,
@@ -96,7 +96,7 @@ class RaySource(RayDriver):
         self.stats = RayStats(self.sampler, cfg.ray)
 
 
-def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
+def iterate(lrn: PQNLearner, source: RaySource, session: Any) -> None:
     """One PQN update on a rollout from the Ray workers."""
     cfg, device = lrn.cfg, lrn.device
     # 1. Learning rate (annealed over schedule_frames) and this update's exploration rate.
@@ -107,7 +107,7 @@ def iterate(lrn: Learner, source: RaySource, session: Any) -> None:
     t0 = time.perf_counter()
     r, _ = source.collect(lrn, cfg.num_steps)
     rollout_s = time.perf_counter() - t0
-    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.c.updates, eps=eps)
+    session.bar.update(lrn.frames, lrn.tracker, upd=lrn.counters.updates, eps=eps)
 
     # 3. Q(lambda) targets from the workers' max-Q values.
     t1 = time.perf_counter()

@@ -5,9 +5,9 @@ Each update: (1) set the annealed learning rate; (2) collect a rollout of ``num_
 num_envs`` agent steps, epsilon-greedy, recording each observation's max-Q as it is acted on;
 (3) Q(lambda) targets over the rollout with the current network
 (:func:`rapidrl.algos.pqn.learner.rollout_targets`); (4) ``epochs`` passes of ``minibatches`` MSE
-steps (:meth:`Learner.train_on_rollout`); (5) log, checkpoint, check the stop conditions (solved,
+steps (:meth:`PQNLearner.train_on_rollout`); (5) log, checkpoint, check the stop conditions (solved,
 max_frames, max_minutes, Ctrl-C). The network, optimizer, counters and checkpoints live in
-:class:`rapidrl.algos.pqn.learner.Learner`.
+:class:`rapidrl.algos.pqn.learner.PQNLearner`.
 
 Rollout layout and truncation
 -----------------------------
@@ -46,7 +46,7 @@ import torch
 from rapidrl.algos.pqn.config import PRESETS, PQNConfig
 from rapidrl.algos.pqn.learner import (
     METRIC_COLUMNS,
-    Learner,
+    PQNLearner,
     epsilon_at,
     make_pqn_network,
     q_lambda_at,
@@ -115,19 +115,19 @@ def algorithm(cfg: PQNConfig) -> Algorithm:
     its learner, its local source of experience, one iteration, its metrics row."""
     return Algorithm(
         name="pqn", label="PQN", title="PQN {env}", columns=METRIC_COLUMNS,
-        learner=lambda cfg, env, device: Learner(cfg, env.obs_shape, env.n_actions, device),
+        learner=lambda cfg, env, device: PQNLearner(cfg, env.obs_shape, env.n_actions, device),
         source=_rollout,
         iterate=iterate,
         row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
     )  # fmt: skip
 
 
-def _rollout(cfg, env: Any, lrn: Learner, env_seed: int) -> Rollout:
+def _rollout(cfg, env: Any, lrn: PQNLearner, env_seed: int) -> PQNRollout:
     """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    return started(Rollout(cfg, env.options, env.obs_space, lrn), env_seed)
+    return started(PQNRollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
-def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
+def iterate(lrn: PQNLearner, rollout: PQNRollout, session: Any) -> None:
     """One PQN update."""
     # 1. Learning rate: annealed linearly to 0 over schedule_frames.
     lrn.set_lr(lrn.frames)
@@ -142,11 +142,11 @@ def iterate(lrn: Learner, rollout: Rollout, session: Any) -> None:
     lrn.train_on_rollout(rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1)
 
 
-class Rollout:
+class PQNRollout:
     """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
     recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
 
-    def __init__(self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: Learner):
+    def __init__(self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: PQNLearner):
         from rapidrl.vector import make_vec
 
         backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
