@@ -852,7 +852,7 @@ def test_ppo_lstm_learns_a_memory_task_feed_forward_cannot(tmp_path):
 # The shared loop helpers (rapidrl.train.loop) the trainer builds on
 # --------------------------------------------------------------------------------------------
 def test_loop_helpers_cadence_and_stop_reasons():
-    from rapidrl.train.loop import Every, stop_reason
+    from rapidrl.train.session import Every, stop_reason
 
     every = Every(seconds=None, frames=100)
     assert not every.due(99) and every.due(100)

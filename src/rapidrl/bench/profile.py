@@ -126,7 +126,12 @@ def _processes() -> tuple[psutil.Process, list[psutil.Process]]:
 
 def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any]:
     """Build the trainer, run and measure it (see the module docstring); return the record."""
-    from rapidrl.train.loop import num_threads, probe_env, resolve_device, restart_env_seed
+    from rapidrl.train.loop import (
+        num_threads,
+        probe_env,
+        resolve_device,
+        restart_env_seed,
+    )
     from rapidrl.train.seeding import seed_everything
 
     if b.algo == "pqn":

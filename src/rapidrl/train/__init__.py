@@ -1,17 +1,14 @@
-"""Shared trainer infrastructure: run directory, metrics, checkpoints, progress, seeding, plots.
+"""Shared trainer infrastructure: the one run loop and what it is made of.
 
-Every trainer (DQN, PPO, Ray) builds its loop from these pieces::
-
-    run = RunDir.create(cfg.run_dir, algo="dqn", env_id=cfg.env_id, resume=cfg.resume)
-    ckpt = Checkpointer(run.checkpoints, algo="dqn", config=cfg, match_fields=(...))
-    tracker, clock = EpisodeTracker(cfg.stop_at_score), RunClock()
-    ...
-
-See the module docstrings: ``run`` (RunDir, config JSON round trip, atomic writes), ``metrics``
-(EpisodeTracker, RunClock, MetricsLogger), ``checkpoint`` (Checkpointer, load_latest,
-StopOnInterrupt), ``progress`` (Progress, write_summary), ``seeding``, ``plots``, and ``loop``
-(stop conditions, cadence, and ``RunSession``: the metrics log, progress bar, stop check,
-summary and learning curve around every trainer's loop).
+Every trainer (DQN, PPO, PPO-LSTM, PQN, and their Ray drivers) is an ``Algorithm`` that
+``runner.run_training`` runs. The modules: ``runner`` (run_training, Algorithm), ``loop`` (device,
+threads, the env probe, start_run), ``session`` (RunSession: the metrics log, progress bar, stop
+check, summary and learning curve around the loop; stop_reason, Every, LogEvent), ``cli`` (the
+``rapidrl train`` command line and ``--resume``), ``learner`` (RolloutLearner: what the PPO and
+PQN learners share), ``run`` (RunDir, config.json, atomic writes, RunWriteError), ``lock``
+(RunLock: one writer per run dir), ``metrics`` (EpisodeTracker, RunClock, MetricsLogger),
+``checkpoint`` (Checkpointer, load_latest, StopOnInterrupt), ``progress`` (Progress,
+write_summary), ``seeding``, ``schedules``, ``plots``.
 """
 
 from rapidrl.train.checkpoint import (

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 
 from rapidrl.train.checkpoint import Checkpointer
-from rapidrl.train.loop import Every
 from rapidrl.train.metrics import EpisodeTracker, RunClock
 from rapidrl.train.run import RunDir
 from rapidrl.train.seeding import seed_of
+from rapidrl.train.session import Every
 
 __all__ = ["RolloutCounters", "RolloutLearner"]
 

@@ -22,8 +22,6 @@ from typing import Any
 from rapidrl.train.checkpoint import StopOnInterrupt
 from rapidrl.train.loop import (
     EnvProbe,
-    LogEvent,
-    RunSession,
     cpu_count,
     num_threads,
     probe_env,
@@ -33,6 +31,7 @@ from rapidrl.train.loop import (
 )
 from rapidrl.train.run import RunDir
 from rapidrl.train.seeding import seed_everything
+from rapidrl.train.session import LogEvent, RunSession
 
 __all__ = ["Algorithm", "run_training", "started"]
 

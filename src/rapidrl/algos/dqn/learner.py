@@ -34,8 +34,9 @@ from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
-from rapidrl.train.loop import Every, num_threads
+from rapidrl.train.loop import num_threads
 from rapidrl.train.schedules import linear_schedule
+from rapidrl.train.session import Every
 
 __all__ = [
     "METRIC_COLUMNS",

@@ -52,14 +52,10 @@ from rapidrl.algos.dqn.learner import (
 )
 from rapidrl.config import ConfigError
 from rapidrl.train import config_from_dict
-from rapidrl.train.loop import (
-    LogEvent,
-    cpu_count,
-    parse_with_resume,
-    probe_env,
-    run_from_cli,
-)
+from rapidrl.train.cli import parse_with_resume, run_from_cli
+from rapidrl.train.loop import cpu_count, probe_env
 from rapidrl.train.runner import Algorithm, run_training, started
+from rapidrl.train.session import LogEvent
 
 __all__ = [
     "LogEvent",

@@ -48,8 +48,8 @@ from rapidrl.distributed.training import (
     check_ray_config,
     start_sampler,
 )
-from rapidrl.train.loop import LogEvent
 from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.train.session import LogEvent
 
 __all__ = ["actor_policy", "train_ray"]
 

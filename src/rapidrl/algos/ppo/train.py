@@ -83,14 +83,10 @@ from rapidrl.algos.ppo.learner import (
 from rapidrl.config import ConfigError
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import config_from_dict
-from rapidrl.train.loop import (
-    LogEvent,
-    num_threads,
-    parse_with_resume,
-    probe_env,
-    run_from_cli,
-)
+from rapidrl.train.cli import parse_with_resume, run_from_cli
+from rapidrl.train.loop import num_threads, probe_env
 from rapidrl.train.runner import Algorithm, run_training, started
+from rapidrl.train.session import LogEvent
 
 __all__ = [
     "LSTM_PRESETS",

@@ -54,14 +54,10 @@ from rapidrl.algos.pqn.learner import (
 )
 from rapidrl.config import ConfigError
 from rapidrl.train import config_from_dict
-from rapidrl.train.loop import (
-    LogEvent,
-    num_threads,
-    parse_with_resume,
-    probe_env,
-    run_from_cli,
-)
+from rapidrl.train.cli import parse_with_resume, run_from_cli
+from rapidrl.train.loop import num_threads, probe_env
 from rapidrl.train.runner import Algorithm, run_training, started
+from rapidrl.train.session import LogEvent
 
 __all__ = [
     "LogEvent",
