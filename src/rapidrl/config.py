@@ -129,12 +129,13 @@ def _yaml_loader():
     return Loader
 
 
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike, what: str = "--config") -> dict[str, Any]:
     """The mapping of config fields in a ``--config`` file (by its suffix: JSON, YAML, TOML).
-    ``ConfigError`` naming the file and what is wrong: missing, unreadable, an unknown suffix,
-    not parseable (with the line and column where the parser gives them), not a mapping."""
+    ``ConfigError`` naming the file (as ``what PATH``) and what is wrong: missing, unreadable, an
+    unknown suffix, not parseable (with the line and column where the parser gives them), not a
+    mapping."""
     path = Path(path)
-    where = f"--config {path}"
+    where = f"{what} {path}"
     suffix = path.suffix.lower()
     if path.is_dir():
         hint = (
