@@ -23,6 +23,7 @@ commands:
   bench solve    minutes and frames to solve a game, several seeds one after the other
   bench atari    a suite: games x algorithms x seeds at one budget, one table (local or Ray)
   bench profile  where one update's time goes: rollout (acting, envs), advantages, update
+  sweep SPEC     hyperparameter search on Ray Tune (Optuna, ASHA), seeds per trial
   envs           list the env ids and aliases rapidrl knows
 
 Run 'rapidrl COMMAND --help' for the options of a command.
@@ -76,6 +77,7 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),
     ("bench", "atari"): _lazy("rapidrl.bench.atari:main"),
     ("bench", "profile"): _lazy("rapidrl.bench.profile:main"),
+    ("sweep",): _lazy("rapidrl.sweep.run:main"),
     ("envs",): _envs,
 }
 

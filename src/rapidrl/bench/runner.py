@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +56,18 @@ def _die_with(parent: int) -> None:
 
 
 def run_training(
-    cmd: Sequence[str], log_path: Path, limit_seconds: float
+    cmd: Sequence[str],
+    log_path: Path,
+    limit_seconds: float,
+    on_poll: Callable[[], None] | None = None,
+    poll_seconds: float = 2.0,
 ) -> tuple[int | None, float]:
     """Run ``cmd`` with stdout and stderr into ``log_path``; kill it after ``limit_seconds`` (a
     hang: the trainers stop themselves at their budget). Returns ``(exit code or None when
     killed, wall seconds)``. Ctrl-C reaches the child too: it is given a minute to checkpoint.
-    The child is stopped when this process dies (:func:`_die_with`)."""
+    The child is stopped when this process (with prctl: the thread that started it) dies
+    (:func:`_die_with`). ``on_poll()`` is called every ``poll_seconds`` while it runs and once
+    after (e.g. to pass its new metrics rows on)."""
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     parent = os.getpid()
@@ -73,7 +79,7 @@ def run_training(
             preexec_fn=(lambda: _die_with(parent)) if sys.platform == "linux" else None,
         )
         try:
-            rc: int | None = proc.wait(timeout=limit_seconds)
+            rc: int | None = _wait(proc, t0 + limit_seconds, on_poll, poll_seconds)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
@@ -85,6 +91,24 @@ def run_training(
                 proc.kill()
             raise
     return rc, time.monotonic() - t0
+
+
+def _wait(proc: subprocess.Popen, deadline: float, on_poll, poll_seconds: float) -> int:
+    """``proc.wait`` until ``deadline`` (monotonic), calling ``on_poll`` every ``poll_seconds``
+    (then once more at the end)."""
+    if on_poll is None:
+        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            rc = proc.wait(timeout=max(0.0, min(poll_seconds, left)))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            on_poll()
+            continue
+        on_poll()
+        return rc
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
