@@ -1,10 +1,16 @@
 """A real sweep on a local Ray (slow stage): PPO on CartPole, 6 trials x 2 seeds, ASHA stopping
-the hopeless ones from their learning curves; the table, the best config (which `rapidrl train
---config` takes) and the frames early stopping saved; a sweep that exists is not overwritten."""
+the hopeless ones from their learning curves, interrupted (SIGINT) once a trial has finished and
+resumed with --resume: the finished trial kept as it was, the table, the best config (which
+`rapidrl train --config` takes) and the frames early stopping saved; a sweep that exists is not
+overwritten."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -37,9 +43,33 @@ def test_a_cartpole_sweep_with_early_stopping(tmp_path, capsys):
     spec_path = tmp_path / "cartpole-ent.yaml"
     spec_path.write_text(SPEC)
     out = tmp_path / "sweeps"
-    assert cli.main(["sweep", str(spec_path), "--out-dir", str(out)]) == 0
-    printed = capsys.readouterr().out
     folder = out / "cartpole-ent"
+    # Started in a child process and stopped with Ctrl-C (SIGINT) once a trial has finished.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rapidrl.cli", "sweep", str(spec_path), "--out-dir", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 600
+    first = None
+    while first is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
+        done = sorted((folder / "trials").glob("*/CartPole-v1-seed-2/summary.json"))
+        first = done[0] if done else None
+    assert first is not None, proc.stderr.read() if proc.poll() is not None else "no trial ended"
+    kept = (first.stat().st_mtime_ns, first.read_bytes())
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    # Resumed: the finished trial is not run again; the others finish; 6 trials in all.
+    argv = ["sweep", str(spec_path), "--out-dir", str(out), "--resume"]
+    assert cli.main(argv) == 0, "resume"
+    printed = capsys.readouterr().out
+    assert (first.stat().st_mtime_ns, first.read_bytes()) == kept
     result = json.loads((folder / "sweep.json").read_text())
     trials = result["trials"]
     assert len(trials) == 6
