@@ -338,6 +338,14 @@ class TrainerConfig:
     """Write TensorBoard events to <run_dir>/tb."""
     no_progress: bool = False
     """No progress bar (it is shown only on a terminal anyway)."""
+    track: Literal["none", "wandb"] = "none"
+    """wandb: also send the config, every metrics row, the summary and the learning curve to
+    Weights & Biases (pip install 'rapidrl[wandb]'); offline when not logged in (wandb sync
+    later). The run's name is the run dir's."""
+    track_project: str = "rapidrl"
+    """The W&B project of --track wandb."""
+    track_group: str | None = None
+    """The W&B group of --track wandb (a sweep sets its name)."""
 
     def validate_common(self, algo: str) -> None:
         """The checks of these fields (every config's ``validate()`` calls it first, with the

@@ -125,6 +125,8 @@ def run_trial(
                     no_progress=True, torch_threads=max(1, int(spec.cpus_per_trial)),
                     stop_at_score=spec.frames_to_score,  # None: the whole budget
                 )  # fmt: skip
+                if fields.get("track") == "wandb" and not fields.get("track_group"):
+                    fields["track_group"] = spec.name  # W&B groups a sweep's runs
                 if spec.grace_frames is not None:  # rows often enough for the scheduler
                     every = max(1, spec.grace_frames // 4)
                     fields["log_every_frames"] = min(cfg.log_every_frames or every, every)

@@ -81,6 +81,9 @@ DEFAULT_IGNORE_FIELDS = (
     "log_every",
     "log_every_frames",
     "log_every_seconds",
+    "track",
+    "track_project",
+    "track_group",
 )
 
 

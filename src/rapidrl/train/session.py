@@ -21,6 +21,7 @@ from rapidrl.train.metrics import EpisodeTracker, MetricsLogger, RunClock
 from rapidrl.train.plots import plot_learning_curve
 from rapidrl.train.progress import Progress, write_summary
 from rapidrl.train.run import RunDir
+from rapidrl.train.track import WandbTracker, make_tracker
 
 __all__ = ["Every", "LogEvent", "RunSession", "stop_reason"]
 
@@ -110,6 +111,8 @@ class RunSession:
         self.resuming = cfg.resume is not None
         self.log: MetricsLogger | None = None
         self.bar: Progress | None = None
+        self.track: WandbTracker | None = None
+        """The W&B run of --track wandb (None: none)."""
         self.reason: str | None = None
         """Why the run stopped (set by :meth:`should_stop`)."""
         self.callback_stop = False
@@ -130,6 +133,7 @@ class RunSession:
         )
         if not self.resuming:
             self.log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
+        self.track = make_tracker(cfg, run.path)  # --track wandb (None: none)
         self.bar = Progress(
             cfg.max_frames,
             initial=frames,
@@ -162,6 +166,8 @@ class RunSession:
         assert self.log is not None, "open() first"
         self.log.log(frames, row)
         self.last_row_frames = frames
+        if self.track is not None:
+            self.track.log(frames, row)
 
     def cadence(
         self,
@@ -253,6 +259,9 @@ class RunSession:
             )
         except Exception as exc:  # a plot must never lose a finished run
             warnings.warn(f"could not plot the learning curve: {exc}", stacklevel=3)
+        if self.track is not None:
+            track, self.track = self.track, None
+            track.finish(summary, self.run.learning_curve_png)
         self.run.release()
         return summary
 
@@ -269,6 +278,9 @@ class RunSession:
         nothing). The lock is released even if closing the log fails (a full disk)."""
         try:
             self._close_log()
+            if self.track is not None:
+                track, self.track = self.track, None
+                track.finish()
         finally:
             self.run.release()
 
