@@ -11,7 +11,7 @@ USAGE = """usage: rapidrl COMMAND [ARGS]
 commands:
   train dqn      DQN family on one modular agent (--preset dqn|rainbow|fast; default fast)
   train rainbow  the same with the rainbow preset
-  train ppo      PPO (--preset ppo|fast|cartpole)
+  train ppo      PPO (--preset lean|ppo|fast|cartpole; default lean)
   train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)
   train pqn      PQN: online Q(lambda), no replay, no target net (--preset fast|pqn|cartpole)
   eval RUN_DIR   play a trained agent: scores, optional --video out.mp4

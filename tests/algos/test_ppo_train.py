@@ -169,6 +169,41 @@ def test_obs_and_value_norm_run_keeps_its_statistics_and_resumes_exactly(tmp_pat
     assert act(frames).shape == (3,)
 
 
+def test_the_default_ppo_command_runs_lean_with_these_exact_fields(monkeypatch):
+    """`rapidrl train ppo` with no --preset is lean (the Atari suite's recipe), field for field;
+    bench solve, bench atari and sweep take the same default."""
+    from rapidrl.algos import DEFAULT_PRESETS
+    from rapidrl.algos.ppo.train import main_ppo, parse_ppo_args
+    from rapidrl.bench.atari import BenchAtariConfig
+    from rapidrl.sweep.spec import parse_spec
+
+    assert DEFAULT_PRESETS["ppo"] == "lean"
+    cfg = parse_ppo_args([], "rapidrl train ppo", DEFAULT_PRESETS["ppo"])
+    assert cfg == PRESETS["lean"]
+    expected = {
+        "env": "pong", "num_envs": 64, "num_steps": 128, "minibatches": 4, "epochs": 4,
+        "obs_size": 52, "frame_stack": 2, "torso": "nature", "lr": 3e-4, "anneal_lr": False,
+        "kl_adaptive_lr": 0.01, "clip": 0.2, "clip_vloss": False, "ent_coef": 0.01,
+        "vf_coef": 2.0, "gamma": 0.99, "gae_lambda": 0.95, "max_grad_norm": 1.0,
+        "obs_norm": True, "value_norm": True, "recurrent": False, "backend": "auto",
+        "precision": "auto", "channels_last": True, "fused_adam": True,
+        "max_frames": 30_000_000,
+    }  # fmt: skip
+    assert {k: getattr(cfg, k) for k in expected} == expected
+    ran = []  # what `rapidrl train ppo` would train, stopped before it starts
+    monkeypatch.setattr(sys.modules["rapidrl.algos.ppo.train"], "run_from_cli",
+                        lambda fn, cfg, *a: ran.append(cfg) or 0)  # fmt: skip
+    assert main_ppo(["--env", "breakout"]) == 0
+    assert ran == [dataclasses.replace(PRESETS["lean"], env="breakout")]
+    assert BenchAtariConfig(games="pong").algo_list() == [("ppo", "lean")]
+    assert (
+        parse_spec(
+            {"algo": "ppo", "space": {"lr": {"loguniform": [1e-4, 1e-3]}}, "budget": {"trials": 2}}
+        ).preset
+        == "lean"
+    )
+
+
 def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
     """lean changes exactly the fields its comment measures; its Atari path as it is (52x52,
     two frames, input and value normalization, the KL-adaptive rate), only smaller."""

@@ -50,7 +50,7 @@ def test_reference_scores_at_the_same_frames():
     "fields, message",
     [
         (dict(algos="ppo:fast,a2c"), "unknown algorithm 'a2c'"),
-        (dict(algos="ppo,ppo:fast"), "lists a pair twice"),
+        (dict(algos="ppo,ppo:lean"), "lists a pair twice"),
         (dict(seeds="1,1"), "--seeds"),
         (dict(games=" , "), "--games"),
         (dict(stop_at_score="solved"), "--stop-at-score"),
@@ -78,9 +78,9 @@ def test_named_game_lists():
 def test_runs_and_default_presets():
     b = BenchAtariConfig(games="breakout,pong", algos="ppo,rainbow,dqn:fast", seeds="1,2")
     runs = b.runs()
-    assert len(runs) == 12 and runs[0] == RunSpec("breakout", "ppo", "fast", 1)
-    assert {r.label for r in runs} == {"ppo:fast", "rainbow:rainbow", "dqn:fast"}
-    assert runs[0].run_dir("out").as_posix() == "out/breakout/ppo-fast/seed-1"
+    assert len(runs) == 12 and runs[0] == RunSpec("breakout", "ppo", "lean", 1)
+    assert {r.label for r in runs} == {"ppo:lean", "rainbow:rainbow", "dqn:fast"}
+    assert runs[0].run_dir("out").as_posix() == "out/breakout/ppo-lean/seed-1"
 
 
 def _canned_run(run_dir, *, frames, final, best, stop="max_frames", curve=((0, -20.0),)):

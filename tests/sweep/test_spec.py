@@ -69,7 +69,7 @@ def test_yaml_with_a_list_of_envs_and_frames_to_score(tmp_path):
 
 BAD = {
     "unknown key": ({"serch": {}}, "unknown key 'serch'"),
-    "algo": ({"algo": "a2c"}, "algo must be one of ppo, ppo-lstm, pqn, dqn, rainbow"),
+    "algo": ({"algo": "a2c"}, "algo must be one of ppo, ppo-lstm, dqn, rainbow, pqn"),
     "preset": ({"preset": "cartpol"}, "ppo has no preset 'cartpol' (did you mean cartpole"),
     "env": ({"env": "NoSuchGame-v9"}, "sweep spec: env:"),
     "unknown field": (

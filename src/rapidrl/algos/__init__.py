@@ -1,0 +1,21 @@
+"""The algorithms, one folder each; what every ``rapidrl train ALGO`` command runs by default.
+
+``DEFAULT_PRESETS`` is the one place that says which preset a trainer (and ``bench solve``,
+``bench atari``, ``sweep``) takes when none is named; its keys are the trainers' names.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ALGOS", "DEFAULT_PRESETS"]
+
+DEFAULT_PRESETS: dict[str, str] = {
+    # lean: the recipe of the Atari suite's table (docs/results/atari_ppo_lean_zen5) and the
+    # fastest Pong solve on every CPU measured (docs/presets.md#ppo-lean).
+    "ppo": "lean",
+    # ppo-lstm: CleanRL's ppo_atari_lstm.py settings, the only recurrent recipe measured to learn.
+    "ppo-lstm": "ppo-lstm",
+    "dqn": "fast",
+    "rainbow": "rainbow",
+    "pqn": "fast",
+}
+ALGOS: tuple[str, ...] = tuple(DEFAULT_PRESETS)

@@ -42,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rapidrl.algos import ALGOS, DEFAULT_PRESETS
 from rapidrl.bench.runner import (
     read_curve,
     read_summary,
@@ -68,7 +69,6 @@ __all__ = [
     "summarize_suite",
 ]
 
-ALGOS = ("ppo", "ppo-lstm", "dqn", "rainbow", "pqn")
 
 # (random, human) game scores: Mnih et al. 2015 (Nature DQN), extended to the 57 games as
 # tabulated in google-deepmind/dqn_zoo (dqn_zoo/atari_data.py). Keys: our game names without "_".
@@ -160,9 +160,10 @@ class BenchAtariConfig:
     games: str = "breakout,seaquest,space_invaders"
     """Comma-separated games (any alias `rapidrl train --env` takes: breakout, ALE/Qbert-v5, ...)
     and named lists: atari5 (the Atari-5 subset that predicts the 57-game median), atari57."""
-    algos: str = "ppo:fast"
+    algos: str = "ppo:lean"
     """Comma-separated ALGO:PRESET pairs (ppo, ppo-lstm, dqn, rainbow, pqn), e.g.
-    ppo:fast,dqn:fast,rainbow:rainbow. ALGO alone takes the preset named like it, else fast."""
+    ppo:lean,dqn:fast,rainbow:rainbow. ALGO alone takes its trainer's default preset (lean for
+    ppo)."""
     seeds: str = "1"
     """Comma-separated seeds."""
     max_frames: int = 10_000_000
@@ -239,11 +240,11 @@ class BenchAtariConfig:
             if algo not in ALGOS:
                 raise ConfigError(
                     f"--algos: unknown algorithm {algo!r} in {item!r}; choose from "
-                    f"{', '.join(ALGOS)} (as ALGO:PRESET, e.g. ppo:fast)"
+                    f"{', '.join(ALGOS)} (as ALGO:PRESET, e.g. ppo:lean)"
                 )
             out.append((algo, preset or _default_preset(algo)))
         if not out:
-            raise ConfigError("--algos needs at least one ALGO:PRESET, e.g. ppo:fast")
+            raise ConfigError("--algos needs at least one ALGO:PRESET, e.g. ppo:lean")
         if len(set(out)) != len(out):
             raise ConfigError(f"--algos lists a pair twice: {self.algos}")
         return out
@@ -267,7 +268,7 @@ class BenchAtariConfig:
 
 
 def _default_preset(algo: str) -> str:
-    return "rainbow" if algo == "rainbow" else "fast"
+    return DEFAULT_PRESETS[algo]
 
 
 @dataclass(frozen=True)
@@ -642,7 +643,7 @@ def _plot_quietly(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench atari [--config FILE] [--games ...] [--algos ppo:fast] [--seeds 1]
+    """``rapidrl bench atari [--config FILE] [--games ...] [--algos ppo:lean] [--seeds 1]
     [-- TRAINER ARGS]``: ``--config`` holds the bench's fields (flags override it)."""
     from rapidrl.config import parse_config
 

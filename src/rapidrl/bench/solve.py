@@ -16,7 +16,7 @@ A seed that does not solve within ``--max-minutes`` counts as not solved (its ti
 as "> budget"; one stopped before its budget, by hand or by ``--max-frames``, as "not solved
 (REASON at MINUTES)"); the median is then over all seeds with unsolved ones as +inf (a median of
 "> budget" says so). Extra arguments after ``--`` go to the trainer as they are, e.g.
-``rapidrl bench solve --algo ppo --preset fast --seeds 1,2,3 -- --obs-size 64``.
+``rapidrl bench solve --algo pqn --preset fast --seeds 1,2,3 -- --obs-size 64``.
 
 Run again with the same ``--out-dir`` (e.g. after a stop, or with more seeds), a seed that an
 earlier bench finished with the same recipe (the trainer command but for its run dir and
@@ -32,6 +32,7 @@ training time only).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -43,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.bench.runner import (
     read_curve,
     read_summary,
@@ -66,8 +68,6 @@ __all__ = [
     "summarize",
 ]
 
-ALGOS = ("ppo", "ppo-lstm", "dqn", "rainbow", "pqn")
-
 
 @dataclass(frozen=True)
 class BenchSolveConfig:
@@ -77,8 +77,9 @@ class BenchSolveConfig:
 
     algo: Literal["ppo", "ppo-lstm", "dqn", "rainbow", "pqn"] = "ppo"
     """The trainer: rapidrl train ALGO."""
-    preset: str = "fast"
-    """Its preset (--preset)."""
+    preset: str | None = None
+    """Its preset (--preset); None: the trainer's default (``rapidrl.algos.DEFAULT_PRESETS``:
+    lean for ppo)."""
     env: str = "pong"
     """Env id or alias."""
     seeds: str = "1,2,3"
@@ -118,7 +119,7 @@ class BenchSolveConfig:
 
 def train_command(b: BenchSolveConfig, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
     """The trainer's command line for one seed (run with this Python)."""
-    cmd = trainer_argv(b.algo, "--preset", b.preset)
+    cmd = trainer_argv(b.algo, "--preset", b.preset or DEFAULT_PRESETS[b.algo])
     cmd += ["--env", b.env, "--seed", str(seed), "--run-dir", str(run_dir)]
     cmd += ["--max-minutes", str(b.max_minutes), "--no-progress"]
     if b.max_frames is not None:
@@ -402,6 +403,8 @@ def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float 
 
 def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
     """Run every seed, write solve.json / solve.md / solve.png, return the result."""
+    if b.preset is None:
+        b = dataclasses.replace(b, preset=DEFAULT_PRESETS[b.algo])
     b.validate()
     # One bench writes an out dir at a time (each trainer locks its own run dir too).
     with RunLock(b.out_dir, "bench directory"):
@@ -461,7 +464,7 @@ def _bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench solve [--config FILE] [--algo ppo] [--preset fast] [--seeds 1,2,3]
+    """``rapidrl bench solve [--config FILE] [--algo ppo] [--preset lean] [--seeds 1,2,3]
     [-- TRAINER ARGS]``: ``--config`` holds the bench's fields (flags override it)."""
     from rapidrl.config import parse_config
 

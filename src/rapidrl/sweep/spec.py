@@ -34,11 +34,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from rapidrl.algos import ALGOS, DEFAULT_PRESETS
 from rapidrl.config import ConfigError, config_from_dict, config_to_dict, read_config_file
 
 __all__ = ["ALGOS", "Range", "SweepSpec", "load_spec", "parse_spec", "trial_config"]
 
-ALGOS = ("ppo", "ppo-lstm", "pqn", "dqn", "rainbow")
 KINDS = ("choice", "uniform", "loguniform", "int")
 SCHEDULERS = ("asha", "median", "none")
 _TOP = (
@@ -145,7 +145,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
     if algo not in ALGOS:
         raise ConfigError(f"sweep spec: algo must be one of {', '.join(ALGOS)}; got {algo!r}")
     cls, presets, columns = _trainer(algo)
-    preset = data.get("preset", "rainbow" if algo == "rainbow" else "fast")
+    preset = data.get("preset", DEFAULT_PRESETS[algo])
     if preset not in presets:
         raise ConfigError(
             f"sweep spec: {algo} has no preset {preset!r}{_close(str(preset), presets)}; "

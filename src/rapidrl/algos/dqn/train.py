@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
 from rapidrl.algos.dqn.learner import (
     METRIC_COLUMNS,
@@ -304,9 +305,9 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
 
 def main_dqn(argv: Sequence[str]) -> int:
     """``rapidrl train dqn [--preset fast|dqn|rainbow] [--FIELD VALUE ...]`` (default: fast)."""
-    return _main(argv, "rapidrl train dqn", "fast")
+    return _main(argv, "rapidrl train dqn", DEFAULT_PRESETS["dqn"])
 
 
 def main_rainbow(argv: Sequence[str]) -> int:
     """``rapidrl train rainbow [--FIELD VALUE ...]``: the rainbow preset."""
-    return _main(argv, "rapidrl train rainbow", "rainbow")
+    return _main(argv, "rapidrl train rainbow", DEFAULT_PRESETS["rainbow"])

@@ -10,17 +10,17 @@ feed-forward net takes minibatches of shuffled single steps; the recurrent net t
 of whole env sequences (``num_envs / minibatches`` envs each) replayed from the LSTM state stored
 at the start of the rollout.
 
-Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``fast``; ``rapidrl train ppo-lstm``
-defaults to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named, so its ``fast``
-is ``fast`` with the LSTM; the reasoning and the measurements behind each: docs/presets.md):
+Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``lean``; ``rapidrl train ppo-lstm``
+defaults to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named, so its ``lean``
+is ``lean`` with the LSTM; the reasoning and the measurements behind each: docs/presets.md):
 
+- ``lean``: the default: rl_games' PPO recipe (big rollouts and minibatches, KL-adaptive rate,
+  input and value normalization) on 52x52 frames, two of them: the recipe of the Atari suite's
+  table and the shortest time to a solved Pong on every CPU measured.
 - ``ppo``: the classic Atari settings (Schulman et al. 2017 / CleanRL ``ppo_atari.py``).
 - ``ppo-lstm``: the same with the LSTM (CleanRL ``ppo_atari_lstm.py``), packed sequences.
-- ``fast``: the default: the classic learning settings sized for a 2-core CPU, measured on CPUs
-  with bf16.
-- ``lean``: rl_games' Pong recipe (big rollouts and minibatches, KL-adaptive rate, input and
-  value normalization) on 52x52 frames, two of them: the shortest measured time to a solved
-  Pong on a 2-core CPU without AMX.
+- ``fast``: the classic learning settings on 84x84x4 frames sized for a 2-core CPU (the default
+  before ``lean``; kept as the suite screen's 84x84 baseline).
 - ``cartpole``: classic control (CleanRL ``ppo.py``).
 
 With ``--ray`` each rollout comes from Ray workers (:mod:`rapidrl.algos.ppo.ray_loop`), for the
@@ -325,8 +325,8 @@ PRESETS: dict[str, PPOConfig] = {
     ),
 }
 
-# lean: rl_games' Pong recipe on 52x52x2 frames; Pong in a median of 13.4 min on a 2-core Zen 3,
-# fp32 (docs/presets.md#ppo-lean).
+# lean (the default): rl_games' Pong recipe on 52x52x2 frames; Pong in a median of 13.4 min on a
+# 2-core Zen 3, fp32; the Atari suite: docs/results/atari_ppo_lean_zen5 (docs/presets.md#ppo-lean).
 PRESETS["lean"] = dataclasses.replace(
     PRESETS["fast"],
     num_envs=64,

@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.learner import (
     METRIC_COLUMNS,
@@ -397,12 +398,12 @@ def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
 
 
 def main_ppo(argv: Sequence[str]) -> int:
-    """``rapidrl train ppo [--preset fast|ppo|ppo-lstm|cartpole] [--FIELD VALUE ...]``
-    (default: fast)."""
-    return _main(argv, "rapidrl train ppo", "fast", PRESETS)
+    """``rapidrl train ppo [--preset lean|fast|ppo|ppo-lstm|cartpole] [--FIELD VALUE ...]``
+    (default: lean)."""
+    return _main(argv, "rapidrl train ppo", DEFAULT_PRESETS["ppo"], PRESETS)
 
 
 def main_ppo_lstm(argv: Sequence[str]) -> int:
     """``rapidrl train ppo-lstm [--preset NAME] [--FIELD VALUE ...]``: PPO with the LSTM on in
     every preset (default: ppo-lstm)."""
-    return _main(argv, "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)
+    return _main(argv, "rapidrl train ppo-lstm", DEFAULT_PRESETS["ppo-lstm"], LSTM_PRESETS)

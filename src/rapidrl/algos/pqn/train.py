@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.algos.pqn.config import PRESETS, PQNConfig
 from rapidrl.algos.pqn.learner import (
     METRIC_COLUMNS,
@@ -229,7 +230,9 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
 def parse_pqn_args(argv: Sequence[str], prog: str = "rapidrl train pqn") -> PQNConfig:
     """``--preset NAME`` + field flags -> ``PQNConfig``; ``--resume RUN_DIR`` takes the run's own
     config as the defaults."""
-    return parse_with_resume(PQNConfig, PRESETS, argv, prog=prog, default_preset="fast", algo="pqn")
+    return parse_with_resume(
+        PQNConfig, PRESETS, argv, prog=prog, default_preset=DEFAULT_PRESETS["pqn"], algo="pqn"
+    )
 
 
 def main_pqn(argv: Sequence[str]) -> int:
