@@ -116,3 +116,64 @@ def test_auto_honours_a_layout_the_caller_gives(cache_dir):
     with make_vec("CartPole-v1", 4, "auto", num_workers=2, batch_size=2) as venv:
         assert venv.name == "async vector env" and venv.batch_size == 2
         venv.reset(seed=0)
+
+
+def test_candidate_layouts_of_a_2_core_machine():
+    """Every rapidrl layout of 4 envs on 2 cores, in the order they are measured; no baseline
+    (those are `rapidrl bench envs`'), and `backends` filters."""
+    from rapidrl.vector.autotune import candidate_layouts
+
+    names = [lay.name for lay in candidate_layouts("CartPole-v1", 4, cpus=2)]
+    assert names == [
+        "serial", "hybrid[2x2]", "subprocess[4x1]", "async[2x2] b=2", "async[4x1] b=2",
+        "hybrid[2x2, 1 inline]", "async[2x2, 1 inline] b=2",
+        # spin only where every waiting side has a core: 1 worker process + the caller
+        "hybrid[2x2, 1 inline] spin", "async[2x2, 1 inline] b=2 spin",
+    ]  # fmt: skip
+    atari = {lay.backend for lay in candidate_layouts("pong", 4, cpus=2)}
+    assert {"ale"} <= atari and not atari & {"ale-raw", "ceiling", "gym-sync", "gym-async"}
+    only = candidate_layouts("CartPole-v1", 4, backends=("serial",), cpus=2)
+    assert [lay.name for lay in only] == ["serial"]
+
+
+def test_autotune_measures_stores_and_make_vec_takes_the_fastest(cache_dir):
+    """autotune() measures each candidate (interleaved repeats), stores the fastest median in
+    the cache and make_vec(backend="auto") builds that layout; a layout that fails is left out."""
+    from rapidrl.vector import autotune as at
+
+    logs: list[str] = []
+    real = at.measure_layout
+
+    def measure(env_id, layout, seconds, warmup=1.0, seed=0):
+        if layout.backend == "async":
+            raise RuntimeError("cannot start workers here")
+        rec = real(env_id, layout, seconds, warmup=0.0, seed=seed)
+        # a deterministic ranking (timings on a shared machine are not): serial wins
+        return {**rec, "steps_per_s": 1000.0 if layout.backend == "serial" else 10.0 + seed}
+
+    at_measure = pytest.MonkeyPatch()
+    at_measure.setattr(at, "measure_layout", measure)
+    try:
+        result = at.autotune(
+            "CartPole-v1", 2, seconds=0.05, repeats=2, backends=("serial", "subprocess", "async"),
+            log=logs.append,
+        )  # fmt: skip
+    finally:
+        at_measure.undo()
+    assert [r["layout"] for r in result["rows"]] == ["serial", "subprocess[2x1]"]
+    assert [r["repeats"] for r in result["rows"]] == [2, 2]
+    assert result["rows"][1]["steps_per_s"] == 10.5  # the median of 10 and 11
+    assert result["best"]["layout"] == "serial" and result["path"] == autotune_path()
+    assert any("FAILED: RuntimeError: cannot start workers" in line for line in logs)
+    assert load_autotune("CartPole-v1", 2)["backend"] == "serial"
+    with make_vec("CartPole-v1", 2, "auto") as venv:
+        assert venv.name == "serial vector env"
+
+
+def test_a_real_measurement_counts_steps():
+    from rapidrl.vector.autotune import Layout, measure_layout
+
+    rec = measure_layout("CartPole-v1", Layout("serial", 2), seconds=0.05, warmup=0.0)
+    assert rec["steps"] > 0 and rec["steps"] % 2 == 0
+    assert rec["steps_per_s"] == pytest.approx(rec["steps"] / rec["seconds"])
+    assert rec["layout"] == "serial" and rec["frames_per_s"] == rec["steps_per_s"]

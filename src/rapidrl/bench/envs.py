@@ -1,12 +1,12 @@
-"""``rapidrl bench envs``: agent steps/s of every vector backend and layout, and the autotuner.
+"""``rapidrl bench envs``: agent steps/s of every vector backend and layout against the baselines
+a user would otherwise run, and ``--autotune`` (:mod:`rapidrl.vector.autotune`).
 
-Each measurement builds the vector env, resets it, warms up, then steps it with random actions
-for ``seconds`` and counts the agent steps that came back. Repeats are interleaved (round robin
-over all layouts) so slow drift of a shared machine hits every layout alike; the table reports
-the median and the spread. Baselines measured in the same run: gymnasium's ``SyncVectorEnv`` and
-``AsyncVectorEnv`` (shared memory) over gymnasium's own Atari preprocessing
-(``AtariPreprocessing`` + ``FrameStackObservation``, the same DQN protocol), which is what a user
-would write without rapidrl.
+The layouts and their measurement are the autotuner's; the baselines, measured in the same run
+and interleaved with them: gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` (shared memory)
+over gymnasium's own Atari preprocessing (``AtariPreprocessing`` + ``FrameStackObservation``,
+the same DQN protocol), ale_py's ``AtariVectorEnv`` through its own API (``ale-raw``), and the
+machine's ceiling (one bare env loop per core, no vectorization). The table reports the median
+and the spread of the repeats.
 """
 
 from __future__ import annotations
@@ -17,104 +17,37 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-SPIN_S = 0.002  # s: the polling window of the spin layouts (longer than one vector step here)
+from rapidrl.vector.autotune import (
+    AUTO_BACKENDS,
+    Layout,
+    candidate_layouts,
+    fastest,
+    layout_record,
+    measure_layout,
+    save_choice,
+    summarize,
+)
+
+PYTHON_BACKENDS = ("serial", "subprocess", "hybrid", "async")
+BASELINES = ("ale-raw", "ceiling", "gym-sync", "gym-async")
 
 
-@dataclass(frozen=True)
-class Layout:
-    """One way to run ``num_envs`` envs."""
-
-    backend: str
-    """rapidrl backend name, or ``gym-sync`` / ``gym-async`` for the gymnasium baselines."""
-    num_envs: int
-    num_workers: int = 1
-    """Worker processes (1 for in-process backends; threads for the native vectorizers)."""
-    batch_size: int | None = None
-    """Envs returned per ``recv`` (``None``: all of them, synchronous)."""
-    inline: bool = False
-    """hybrid/async: the last of the ``num_workers`` groups runs in the calling process."""
-    spin: float = 0.0
-    """Process layouts: seconds waiting sides poll before blocking (``make_vec(spin=...)``)."""
-
-    @property
-    def name(self) -> str:
-        if self.backend in ("serial", "gym-sync", "gym-async", "auto"):
-            return self.backend
-        s = f"{self.backend}[{self.num_workers}x{self.num_envs // max(self.num_workers, 1)}]"
-        if self.backend in ("ale", "envpool", "ale-raw"):
-            s = self.backend
-        if self.backend == "ceiling":
-            return f"ceiling[{self.num_workers} procs]"
-        if self.inline:  # P groups, one of them in the caller: P-1 worker processes
-            s = s[:-1] + ", 1 inline]"
-        if self.batch_size is not None and self.batch_size < self.num_envs:
-            s += f" b={self.batch_size}"
-        if self.spin:
-            s += " spin"
-        return s
-
-
-def _envpool_available() -> bool:
-    try:
-        import envpool  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def candidate_layouts(
+def bench_layouts(
     env_id: str, num_envs: int, backends: tuple[str, ...] | None = None, cpus: int | None = None
 ) -> list[Layout]:
-    """Every layout worth measuring for ``num_envs`` on a machine with ``cpus`` cores."""
+    """The autotuner's candidate layouts, then the baselines (``backends`` filters both)."""
     from rapidrl.envs import resolve_env
 
     cpus = cpus or os.cpu_count() or 1
-    is_atari = resolve_env(env_id).is_atari
-    out: list[Layout] = [Layout("serial", num_envs)]
-    # Process layouts: P workers x M envs, for each divisor P of N up to 2x the cores (more
-    # processes than that only add context switches on a small machine).
-    divisors = [p for p in range(1, num_envs + 1) if num_envs % p == 0 and p <= max(2 * cpus, 1)]
-    for p in divisors:
-        if p == num_envs:
-            out.append(Layout("subprocess", num_envs, p))
-        elif p > 1 or cpus == 1:
-            out.append(Layout("hybrid", num_envs, p))
-    # First-ready batches: half the envs per recv, whole worker groups.
-    for p in divisors:
-        m = num_envs // p
-        half = num_envs // 2
-        if p >= 2 and half % m == 0 and half >= m:
-            out.append(Layout("async", num_envs, p, half))
-    # One group in the caller: while the worker processes step, the caller's core steps envs
-    # instead of waiting on pipes (P-1 processes + the caller, up to one group per core).
-    for p in divisors:
-        if 2 <= p <= cpus and p < num_envs:
-            out.append(Layout("hybrid", num_envs, p, inline=True))
-            m, half = num_envs // p, num_envs // 2
-            if half % m == 0 and half >= m:
-                out.append(Layout("async", num_envs, p, half, inline=True))
-    # Polling instead of sleeping between steps (worker processes and the caller): pays off
-    # only with a core for each of them.
-    for lay in list(out):
-        procs = lay.num_workers - lay.inline
-        if lay.backend in ("hybrid", "async") and 1 <= procs and procs + 1 <= cpus:
-            out.append(replace(lay, spin=SPIN_S))
-    if is_atari:
-        out.append(Layout("ale", num_envs, 0))
-        if num_envs >= 2:
-            out.append(Layout("ale", num_envs, 0, num_envs // 2))
-        if _envpool_available():
-            out.append(Layout("envpool", num_envs, 0))
-            if num_envs >= 2:
-                out.append(Layout("envpool", num_envs, 0, num_envs // 2))
-    if is_atari:
+    out = candidate_layouts(env_id, num_envs, cpus=cpus)
+    if resolve_env(env_id).is_atari:
         # ale_py's AtariVectorEnv driven through its own API (sync, and its own async
-        # send/recv): the C++ reference the issue's target names, without our adapter.
+        # send/recv): the C++ reference, without our adapter.
         out.append(Layout("ale-raw", num_envs, 0))
         if num_envs >= 2:
             out.append(Layout("ale-raw", num_envs, 0, num_envs // 2))
@@ -240,7 +173,8 @@ def ale_raw(env_id: str, num_envs: int, batch_size: int | None = None, num_threa
 def measure(
     env_id: str, layout: Layout, seconds: float, warmup: float = 1.0, seed: int = 0
 ) -> dict[str, Any]:
-    """Steps/s of one layout: random actions, ``seconds`` of stepping after ``warmup``."""
+    """Steps/s of one layout or baseline: random actions, ``seconds`` of stepping after
+    ``warmup``."""
     from rapidrl.envs import resolve_env
 
     frameskip = 4 if resolve_env(env_id).is_atari else 1
@@ -248,16 +182,7 @@ def measure(
     t_build = time.perf_counter()
     if layout.backend == "ceiling":
         sps = _measure_ceiling(env_id, layout, seconds, warmup, seed)
-        return {
-            "layout": layout.name,
-            **asdict(layout),
-            "steps": None,
-            "seconds": seconds,
-            "steps_per_s": sps,
-            "frames_per_s": sps * frameskip,
-            "ms_per_vector_step": 1000.0 * layout.num_envs / sps,
-            "build_seconds": None,
-        }
+        return layout_record(layout, None, seconds, sps, frameskip, None)
     if layout.backend == "ale-raw":
         venv = ale_raw(env_id, layout.num_envs, layout.batch_size)
         n_actions = venv.single_action_space.n
@@ -293,37 +218,7 @@ def measure(
                 steps += layout.num_envs
             return steps
     else:
-        from rapidrl.vector import make_vec
-
-        kwargs: dict[str, Any] = {}
-        if layout.backend in ("subprocess", "hybrid", "async"):
-            kwargs["num_workers"] = layout.num_workers
-        if layout.batch_size is not None:
-            kwargs["batch_size"] = layout.batch_size
-        if layout.inline:
-            kwargs["inline"] = True
-        if layout.spin:
-            kwargs["spin"] = layout.spin
-        venv = make_vec(env_id, layout.num_envs, backend=layout.backend, **kwargs)
-        n_actions = venv.single_action_space.n
-        venv.reset(seed=seed)
-        build_s = time.perf_counter() - t_build
-        ids = np.arange(layout.num_envs)
-        synchronous = venv.batch_size == venv.num_envs
-
-        def run(deadline: float) -> int:
-            nonlocal ids
-            steps = 0
-            if synchronous:  # as a trainer steps it (and as the baselines are stepped above)
-                while time.perf_counter() < deadline:
-                    venv.step(rng.integers(0, n_actions, size=layout.num_envs))
-                    steps += layout.num_envs
-                return steps
-            while time.perf_counter() < deadline:  # first-ready batches: send to the last ids
-                venv.send(rng.integers(0, n_actions, size=len(ids)), ids)
-                *_, ids = venv.recv()
-                steps += len(ids)
-            return steps
+        return measure_layout(env_id, layout, seconds, warmup, seed)
 
     try:
         run(time.perf_counter() + warmup)
@@ -332,18 +227,7 @@ def measure(
         elapsed = time.perf_counter() - t0
     finally:
         venv.close()
-    sps = steps / elapsed
-    return {
-        "layout": layout.name,
-        **asdict(layout),
-        "steps": steps,
-        "seconds": elapsed,
-        "steps_per_s": sps,
-        "frames_per_s": sps * frameskip,
-        # Wall time of one vector step over all N envs: the classic scaling plot's y axis.
-        "ms_per_vector_step": 1000.0 * layout.num_envs / sps,
-        "build_seconds": build_s,
-    }
+    return layout_record(layout, steps, elapsed, steps / elapsed, frameskip, build_s)
 
 
 @dataclass
@@ -354,29 +238,7 @@ class BenchResult:
 
     def summary(self) -> list[dict[str, Any]]:
         """Median and spread per (layout, num_envs), ratios to baselines of the same N."""
-        groups: dict[tuple[str, int], list[dict]] = {}
-        for r in self.records:
-            groups.setdefault((r["layout"], r["num_envs"]), []).append(r)
-        rows = []
-        for (name, n), recs in groups.items():
-            sps = [r["steps_per_s"] for r in recs]
-            rows.append(
-                {
-                    "layout": name,
-                    "backend": recs[0]["backend"],
-                    "num_envs": n,
-                    "num_workers": recs[0]["num_workers"],
-                    "batch_size": recs[0]["batch_size"],
-                    "inline": recs[0].get("inline", False),
-                    "spin": recs[0].get("spin", 0.0),
-                    "steps_per_s": statistics.median(sps),
-                    "min": min(sps),
-                    "max": max(sps),
-                    "frames_per_s": statistics.median(r["frames_per_s"] for r in recs),
-                    "ms_per_vector_step": statistics.median(r["ms_per_vector_step"] for r in recs),
-                    "repeats": len(recs),
-                }
-            )
+        rows = summarize(self.records)
         by_n: dict[int, dict[str, float]] = {}
         for row in rows:
             by_n.setdefault(row["num_envs"], {})[row["layout"]] = row["steps_per_s"]
@@ -385,20 +247,7 @@ class BenchResult:
             for key in ("gym-async", "ale"):
                 if key in base:
                     row[f"x_{key}"] = row["steps_per_s"] / base[key]
-        rows.sort(key=lambda r: (r["num_envs"], -r["steps_per_s"]))
         return rows
-
-
-PYTHON_BACKENDS = ("serial", "subprocess", "hybrid", "async")
-
-
-def best_layout(
-    rows: list[dict[str, Any]],
-    num_envs: int,
-    backends: tuple[str, ...] = PYTHON_BACKENDS + ("ale", "envpool"),
-) -> dict | None:
-    cands = [r for r in rows if r["num_envs"] == num_envs and r["backend"] in backends]
-    return max(cands, key=lambda r: r["steps_per_s"]) if cands else None
 
 
 def machine_info() -> dict[str, Any]:
@@ -420,7 +269,7 @@ def run_bench(
     log=print,
 ) -> BenchResult:
     result = BenchResult(env_id, machine_info())
-    plan = [lay for n in num_envs for lay in candidate_layouts(env_id, n, backends)]
+    plan = [lay for n in num_envs for lay in bench_layouts(env_id, n, backends)]
     log(
         f"{len(plan)} layouts x {repeats} repeats x ~{seconds + 1.5:.0f} s "
         f"≈ {len(plan) * repeats * (seconds + 1.5) / 60:.1f} min"
@@ -495,14 +344,7 @@ def verify_autotune(
     env_id: str, num_envs: int, best: dict[str, Any], seconds: float, repeats: int, log=print
 ) -> float:
     """Measure ``backend="auto"`` against the best layout, interleaved: ratio of medians."""
-    best_layout_ = Layout(
-        best["backend"],
-        num_envs,
-        best["num_workers"],
-        best["batch_size"],
-        inline=bool(best.get("inline", False)),
-        spin=float(best.get("spin") or 0.0),
-    )
+    best_layout_ = Layout.of(best, num_envs)
     auto_layout = Layout("auto", num_envs)
     auto, ref = [], []
     for rep in range(repeats):
@@ -519,7 +361,6 @@ def verify_autotune(
 def main_bench_envs(cfg) -> int:
     """Entry point for ``rapidrl bench envs`` (``cfg``: :class:`rapidrl.config.BenchEnvsConfig`)."""
     from rapidrl.envs import resolve_env
-    from rapidrl.vector.autotune_cache import save_autotune
 
     env_id = resolve_env(cfg.env).env_id
     num_envs = cfg.num_envs_list()
@@ -533,7 +374,7 @@ def main_bench_envs(cfg) -> int:
     )
     print(format_table(rows))
     for n in num_envs:
-        py = best_layout(rows, n, PYTHON_BACKENDS)
+        py = fastest(rows, n, PYTHON_BACKENDS)
         if py is None:
             continue
         line = f"N={n}: best Python backend {py['layout']} {py['steps_per_s']:.0f} steps/s"
@@ -541,18 +382,16 @@ def main_bench_envs(cfg) -> int:
             base = next((r for r in rows if r["num_envs"] == n and r["layout"] == key), None)
             if base:
                 line += f"; {py['steps_per_s'] / base['steps_per_s']:.2f}x {key}"
-        raw = best_layout(rows, n, ("ale-raw",))  # ale_py's C++ vector env through its own API
+        raw = fastest(rows, n, ("ale-raw",))  # ale_py's C++ vector env through its own API
         if raw:
             line += f"; {py['steps_per_s'] / raw['steps_per_s']:.2f}x best ale_py ({raw['layout']})"
         print(line)
     if cfg.autotune:
         for n in num_envs:
-            best = best_layout(rows, n)  # only backends usable as "auto", not gymnasium's
+            best = fastest(rows, n, AUTO_BACKENDS)  # only what "auto" may be, no baseline
             if best is None:
                 continue
-            keys = ("backend", "num_workers", "batch_size", "inline", "spin")
-            choice = {k: best.get(k) for k in keys}
-            path = save_autotune(env_id, n, choice, steps_per_s=best["steps_per_s"])
+            path = save_choice(env_id, best)
             where = path or "not saved (see the warning)"
             print(
                 f"autotune N={n}: {best['layout']} ({best['steps_per_s']:.0f} steps/s) -> {where}"

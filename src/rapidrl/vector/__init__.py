@@ -15,8 +15,9 @@ Backends
   work instead of waiting on pipes (on 2 cores: one worker process + the caller).
 - ``ale``: ``ale_py.AtariVectorEnv`` (C++ threads); ``envpool``: ``envpool`` (C++ threads). Atari
   env ids only; see :mod:`rapidrl.vector.native`.
-- ``auto``: the layout stored by ``rapidrl bench envs --autotune`` for this machine, env and
-  ``num_envs`` (:mod:`rapidrl.vector.autotune_cache`), else :func:`default_layout`: ``hybrid``
+- ``auto``: the layout the autotuner (:mod:`rapidrl.vector.autotune`; ``rapidrl bench envs
+  --autotune``) stored for this machine, env and ``num_envs``
+  (:mod:`rapidrl.vector.autotune_cache`), else :func:`default_layout`: ``hybrid``
   with one env group per core, the last one ``inline``, ``spin`` 2 ms. A stored layout that no
   longer builds (stale or hand-edited) gives a ``RuntimeWarning`` and the default layout.
 
