@@ -33,6 +33,7 @@ from typing import Any, Literal
 import psutil
 import torch
 
+from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.config import ConfigError, parse_config
 from rapidrl.hardware import describe, hardware_record
 
@@ -146,7 +147,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
         cfg = parse_ppo_args(
             trainer_argv,
             f"rapidrl bench profile -- ({b.algo})",
-            "fast",
+            DEFAULT_PRESETS[b.algo],
             LSTM_PRESETS if lstm else PPO_PRESETS,
         )
     if cfg.ray is not None:
