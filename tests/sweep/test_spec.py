@@ -100,7 +100,28 @@ BAD = {
         "must be below the runs' max_frames (50000)",
     ),
     "cpus": ({"cpus_per_trial": 0}, "cpus_per_trial must be > 0"),
+    "minutes without a time budget": (
+        {"objective": {"minutes_to_score": 475}},
+        "minutes_to_score needs a time budget for every run",
+    ),
+    "two objectives": (
+        {"objective": {"minutes_to_score": 475, "mode": "min"}},
+        "objective.minutes_to_score stands alone",
+    ),
+    "a score that is not a number": (
+        {"objective": {"minutes_to_score": "soon"}},
+        "objective.minutes_to_score must be a number",
+    ),
 }
+
+
+def test_minutes_to_score_is_a_wall_time_objective():
+    data = {**GOOD, "fields": {"max_frames": 50000, "max_minutes": 3}}
+    spec = parse_spec({**data, "objective": {"minutes_to_score": 475}})
+    assert (spec.metric, spec.mode) == ("return_mean_100", "min")
+    assert (spec.minutes_to_score, spec.frames_to_score, spec.to_score) == (475.0, None, 475.0)
+    assert parse_spec({**data, "objective": {"frames_to_score": 400}}).to_score == 400.0
+    assert parse_spec(data).to_score is None
 
 
 @pytest.mark.parametrize("case", list(BAD))

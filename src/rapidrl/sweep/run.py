@@ -40,7 +40,7 @@ from rapidrl.sweep.spec import SweepSpec, load_spec, trial_config
 
 __all__ = ["SweepConfig", "main", "run_sweep", "run_trial", "tune_space"]
 
-_UNSOLVED = 2.0  # frames_to_score of a run that never reached the score: this x its max_frames
+_UNSOLVED = 2.0  # frames/minutes_to_score of a run that never reached the score: this x its budget
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,22 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def _run_score(spec: SweepSpec, run_dir: Path, summary: dict[str, Any], max_frames: int) -> float:
-    """One run's objective: frames to the score (unsolved: _UNSOLVED x max_frames), or the
-    metric's last logged value."""
+def _unsolved(spec: SweepSpec, cfg: Any) -> float:
+    """The score of a run that has not reached the score (yet): twice its budget."""
+    if spec.minutes_to_score is not None:
+        return _UNSOLVED * float(cfg.max_minutes)
+    return _UNSOLVED * cfg.max_frames
+
+
+def _run_score(spec: SweepSpec, run_dir: Path, summary: dict[str, Any], cfg: Any) -> float:
+    """One run's objective: frames or training minutes to the score (unsolved: twice the
+    budget), or the metric's last logged value."""
     if spec.frames_to_score is not None:
         solved = summary.get("frames_to_solve")
-        return float(solved) if solved is not None else _UNSOLVED * max_frames
+        return float(solved) if solved is not None else _unsolved(spec, cfg)
+    if spec.minutes_to_score is not None:
+        solved = summary.get("seconds_to_solve")
+        return float(solved) / 60.0 if solved is not None else _unsolved(spec, cfg)
     if spec.metric == "return_mean_100":
         value = summary.get("return_mean_100")
         return float("nan") if value is None else float(value)
@@ -123,7 +133,7 @@ def run_trial(
                 fields = {k: v for k, v in config_to_dict(cfg).items()}
                 fields.update(
                     no_progress=True, torch_threads=max(1, int(spec.cpus_per_trial)),
-                    stop_at_score=spec.frames_to_score,  # None: the whole budget
+                    stop_at_score=spec.to_score,  # None: the whole budget
                 )  # fmt: skip
                 if fields.get("track") == "wandb" and not fields.get("track_group"):
                     fields["track_group"] = spec.name  # W&B groups a sweep's runs
@@ -134,13 +144,14 @@ def run_trial(
                 config.write_text(json.dumps(fields, indent=1) + "\n")
                 cmd = trainer_argv(spec.algo, "--config", str(config), "--run-dir", str(run_dir))
             base, seen = frames_total, [0]
+            unsolved = _unsolved(spec, cfg) if spec.to_score is not None else 0.0
 
             def pass_rows(
                 base=base,
                 seen=seen,
                 first=(i == 0),
                 csv_path=run_dir / "metrics.csv",
-                max_frames=cfg.max_frames,
+                unsolved=unsolved,
             ) -> None:
                 if not first:
                     return
@@ -150,8 +161,8 @@ def run_trial(
                     if frames > seen[0]:
                         seen[0] = frames
                         curve = row.get("return_mean_100")
-                        if spec.frames_to_score is not None:
-                            now = _UNSOLVED * max_frames  # the unsolved run's score so far
+                        if spec.to_score is not None:
+                            now = unsolved  # the unsolved run's score so far
                         else:
                             value = row.get(spec.metric)
                             now = float(value) if value else float("nan")
@@ -171,7 +182,7 @@ def run_trial(
         summary = json.loads(summary_path.read_text())
         frames_total += int(summary["frames"])
         seconds_total += float(summary["seconds"])
-        score = _run_score(spec, run_dir, summary, cfg.max_frames)
+        score = _run_score(spec, run_dir, summary, cfg)
         scores.setdefault(seed, []).append(score)
     per_seed = [statistics.fmean(v) for v in scores.values()]
     result = {
@@ -183,7 +194,7 @@ def run_trial(
         "seed_scores": per_seed,
         "finished": True,
     }
-    report({**result, "curve": result["score"] if spec.frames_to_score is None else float("nan")})
+    report({**result, "curve": result["score"] if spec.to_score is None else float("nan")})
     return result
 
 
@@ -330,11 +341,12 @@ def _fmt(x: Any) -> str:
 def format_table(result: dict[str, Any]) -> str:
     spec, rows = result["spec"], result["trials"]
     keys = list(spec["space"])
-    objective = (
-        f"frames to mean-100 > {spec['frames_to_score']:g} (fewest best)"
-        if spec["frames_to_score"] is not None
-        else f"{spec['metric']} at the end ({spec['mode']})"
-    )
+    if spec["frames_to_score"] is not None:
+        objective = f"frames to mean-100 > {spec['frames_to_score']:g} (fewest best)"
+    elif spec.get("minutes_to_score") is not None:
+        objective = f"training minutes to mean-100 > {spec['minutes_to_score']:g} (fewest best)"
+    else:
+        objective = f"{spec['metric']} at the end ({spec['mode']})"
     lines = [
         f"rapidrl sweep {spec['name']}: {spec['algo']} --preset {spec['preset']} on "
         f"{', '.join(spec['envs'])}, seeds {', '.join(map(str, spec['seeds']))}; objective "

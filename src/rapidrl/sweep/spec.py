@@ -15,6 +15,8 @@
     seeds: [1, 2]                   # every trial runs every seed; its score is their median
     objective: {metric: return_mean_100, mode: max}   # at the end of each run
     # objective: {frames_to_score: 475}               # or: fewest frames to this mean-100
+    # objective: {minutes_to_score: 18}               # or: fewest training minutes to it
+    #                                                 #   (needs max_minutes in fields)
     budget: {trials: 12, hours: 2}
     early_stop: {scheduler: asha, grace_frames: 10000, reduction_factor: 2}  # or median, none
     cpus_per_trial: 2
@@ -77,6 +79,13 @@ class SweepSpec:
     grace_frames: int | None
     reduction_factor: int
     cpus_per_trial: float
+    minutes_to_score: float | None = None
+    """The objective is the training minutes to this mean-100 (a wall-time sweep)."""
+
+    @property
+    def to_score(self) -> float | None:
+        """The mean-100 every run stops at (frames_ or minutes_to_score); None: whole budget."""
+        return self.frames_to_score if self.frames_to_score is not None else self.minutes_to_score
 
 
 def _close(name: str, known: Any) -> str:
@@ -165,7 +174,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
     if not space:
         raise ConfigError("sweep spec: space needs at least one field to search, e.g. lr")
     seeds = _seeds(data.get("seeds", [1]))
-    metric, mode, to_score = _objective(data.get("objective"), columns)
+    metric, mode, to_score, to_score_in = _objective(data.get("objective"), columns)
     budget = _mapping(data, "budget")
     trials = budget.get("trials")
     if not (isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1):
@@ -182,7 +191,9 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
         raise ConfigError(f"sweep spec: cpus_per_trial must be > 0; got {cpus!r}")
     spec = SweepSpec(
         name=name, algo=algo, preset=preset, envs=envs, fields=dict(fields), space=space,
-        seeds=seeds, metric=metric, mode=mode, frames_to_score=to_score, trials=trials,
+        seeds=seeds, metric=metric, mode=mode,
+        frames_to_score=to_score if to_score_in == "frames" else None,
+        minutes_to_score=to_score if to_score_in == "minutes" else None, trials=trials,
         hours=None if hours is None else float(hours), scheduler=scheduler,
         grace_frames=grace, reduction_factor=factor, cpus_per_trial=float(cpus),
     )  # fmt: skip
@@ -191,6 +202,15 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
     for key, rng in space.items():
         for value in rng.values:
             trial_config(spec, {**base, key: value}, envs[0], seeds[0])
+    if (
+        spec.minutes_to_score is not None
+        and getattr(trial_config(spec, base, envs[0], seeds[0]), "max_minutes", None) is None
+    ):
+        raise ConfigError(
+            "sweep spec: objective.minutes_to_score needs a time budget for every run (an "
+            "unsolved run scores twice it): set max_minutes in fields, e.g. fields: "
+            "{max_minutes: 15}"
+        )
     if grace is not None:
         max_frames = trial_config(spec, base, envs[0], seeds[0]).max_frames
         if grace >= max_frames:
@@ -273,24 +293,29 @@ def _seeds(value: Any) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _objective(value: Any, columns: tuple[str, ...]) -> tuple[str, str, float | None]:
+def _objective(value: Any, columns: tuple[str, ...]) -> tuple[str, str, float | None, str]:
+    """``(metric, mode, score to reach or None, "frames" | "minutes" | "")``."""
     if value is None:
-        return "return_mean_100", "max", None
+        return "return_mean_100", "max", None, ""
     if not isinstance(value, dict):
         raise ConfigError(f"sweep spec: objective must be a mapping; got {value!r}")
-    if "frames_to_score" in value:
-        if set(value) != {"frames_to_score"}:
-            raise ConfigError("sweep spec: objective.frames_to_score stands alone (mode: min)")
-        score = value["frames_to_score"]
+    for unit in ("frames", "minutes"):
+        key = f"{unit}_to_score"
+        if key not in value:
+            continue
+        if set(value) != {key}:
+            raise ConfigError(f"sweep spec: objective.{key} stands alone (mode: min)")
+        score = value[key]
         if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
-            raise ConfigError(
-                f"sweep spec: objective.frames_to_score must be a number; got {score!r}"
-            )
-        return "return_mean_100", "min", float(score)
+            raise ConfigError(f"sweep spec: objective.{key} must be a number; got {score!r}")
+        return "return_mean_100", "min", float(score), unit
     metric, mode = value.get("metric", "return_mean_100"), value.get("mode", "max")
     extra = set(value) - {"metric", "mode"}
     if extra:
-        raise ConfigError(f"sweep spec: objective takes metric and mode; got {sorted(extra)}")
+        raise ConfigError(
+            "sweep spec: objective takes metric and mode, or frames_to_score, or "
+            f"minutes_to_score; got {sorted(extra)}"
+        )
     if metric not in columns:
         raise ConfigError(
             f"sweep spec: objective.metric {metric!r} is not a column this trainer logs"
@@ -298,7 +323,7 @@ def _objective(value: Any, columns: tuple[str, ...]) -> tuple[str, str, float | 
         )
     if mode not in ("max", "min"):
         raise ConfigError(f"sweep spec: objective.mode must be max or min; got {mode!r}")
-    return metric, mode, None
+    return metric, mode, None, ""
 
 
 def _early_stop(value: Any) -> tuple[str, int | None, int]:

@@ -1,0 +1,71 @@
+"""A trial's score from its runs, for each objective, without Ray: run_trial with a stand-in
+trainer that writes the summary a real one would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import rapidrl.bench.runner as runner
+from rapidrl.sweep import parse_spec
+from rapidrl.sweep.run import run_trial
+
+SPEC = {
+    "algo": "ppo", "preset": "cartpole", "env": "CartPole-v1",
+    "fields": {"max_frames": 4096, "max_minutes": 2},
+    "space": {"lr": {"choice": [0.001]}}, "seeds": [1, 2, 3], "budget": {"trials": 1},
+}  # fmt: skip
+SOLVED = {  # seed: (seconds_to_solve, frames_to_solve); None: never reached the score
+    1: (90.0, 3000),
+    2: None,
+    3: (30.0, 1000),
+}
+
+
+@pytest.fixture
+def fake_trainer(monkeypatch):
+    """Each `rapidrl train` child writes a summary: solved per SOLVED, else at its budget."""
+    launched = []
+
+    def run_training(cmd, log_path, limit_seconds, on_poll=None):
+        config = json.loads(Path(cmd[cmd.index("--config") + 1]).read_text())
+        run_dir = Path(cmd[cmd.index("--run-dir") + 1])
+        launched.append(config)
+        solved = SOLVED[config["seed"]]
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.csv").write_text("frames,return_mean_100\n1024,10.0\n")
+        summary = {"frames": 4096, "seconds": 120.0, "stop_reason": "max_minutes",
+                   "return_mean_100": 100.0 + config["seed"], "seconds_to_solve": None,
+                   "frames_to_solve": None}  # fmt: skip
+        if solved:
+            summary.update(seconds_to_solve=solved[0], frames_to_solve=solved[1],
+                           stop_reason="solved", frames=solved[1], seconds=solved[0])  # fmt: skip
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        if on_poll:
+            on_poll()
+        return 0, 1.0
+
+    monkeypatch.setattr(runner, "run_training", run_training)
+    return launched
+
+
+@pytest.mark.parametrize(
+    "objective, seed_scores, stop_at",
+    [
+        # minutes to the score; the unsolved seed scores twice its 2-minute budget
+        ({"minutes_to_score": 475}, [1.5, 4.0, 0.5], 475),
+        ({"frames_to_score": 475}, [3000.0, 2 * 4096.0, 1000.0], 475),
+        (None, [101.0, 102.0, 103.0], None),  # mean-100 at the end
+    ],
+)
+def test_a_trial_scores_its_runs_by_the_objective(tmp_path, fake_trainer, objective,
+                                                  seed_scores, stop_at):  # fmt: skip
+    spec = parse_spec({**SPEC, **({"objective": objective} if objective else {})})
+    reports: list[dict] = []
+    result = run_trial(spec, {"lr": 0.001}, tmp_path / "trial", reports.append)
+    assert result["seed_scores"] == seed_scores
+    assert result["score"] == sorted(seed_scores)[1]  # the median over the seeds
+    assert [c["stop_at_score"] for c in fake_trainer] == [stop_at] * 3
+    assert reports[-1]["finished"] and reports[-1]["score"] == result["score"]
