@@ -114,6 +114,20 @@ cfgs = {
             **RUN,
         ),
     ),
+    # lockstep over a first-ready vector env: batches merged into whole vector steps
+    "pqn_async": (
+        train_pqn,
+        dataclasses.replace(
+            QP["cartpole"],
+            backend="async",
+            num_workers=2,
+            max_frames=2048,
+            log_every_frames=512,
+            checkpoint_every_frames=1024,
+            keep_checkpoints=10,
+            **RUN,
+        ),
+    ),
 }
 TIME = {"seconds", "fps", "update_ms", "rollout_s", "update_s"}
 

@@ -734,7 +734,7 @@ def test_help_lists_every_field(capsys, command):
         (["--env", "pongg"], "did you mean"),
         (["--resume", "/nonexistent/run"], "no config.json"),
         (["--clip", "0"], "--clip must be > 0"),
-        (["--kl-adaptive-lr", "0.01"], "pass --no-anneal-lr with --kl-adaptive-lr"),
+        (["--anneal-lr", "--kl-adaptive-lr", "0.01"], "pass --no-anneal-lr with --kl-adaptive-lr"),
         (["--kl-adaptive-lr", "0.01", "--no-anneal-lr", "--lr", "0.1"], "<= --lr-max (0.01)"),
         (["--ent-coef-end", "-0.1"], "--ent-coef-end must be >= 0"),
         (["--ent-anneal-frames", "1000"], "no effect without --ent-coef-end"),

@@ -81,11 +81,11 @@ from rapidrl.algos.ppo.learner import (
     make_policy,
     rollout_advantages,
 )
-from rapidrl.config import ConfigError
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import config_from_dict
 from rapidrl.train.cli import parse_with_resume, run_from_cli
-from rapidrl.train.loop import num_threads, probe_env
+from rapidrl.train.loop import probe_env
+from rapidrl.train.rollout import VectorRollout
 from rapidrl.train.runner import Algorithm, run_training, started
 from rapidrl.train.session import LogEvent
 
@@ -158,154 +158,79 @@ def iterate(lrn: PPOLearner, rollout: PPORollout, session: Any) -> None:
 # The local rollout: a vector env of this process, acted on by the learner's network
 # --------------------------------------------------------------------------------------------
 class PPORollout:
-    """Collects ``num_steps x num_envs`` agent steps into time-major ``[T, N]`` buffers and turns
-    them into a :class:`TrainBatch` (see the module docstring: per-env write positions, so a
-    first-ready vector env's batches work; truncation bootstraps from ``V(final_obs)``)."""
+    """Collects ``num_steps x num_envs`` agent steps into time-major ``[T, N]`` buffers
+    (:class:`rapidrl.train.rollout.VectorRollout`, per env, so a first-ready vector env's batches
+    work) and turns them into a :class:`TrainBatch`; truncation bootstraps from
+    ``V(final_obs)``, for the LSTM from the ended episode's state."""
 
     def __init__(self, cfg: PPOConfig, options: dict[str, Any], obs_space: Any, lrn: PPOLearner):
-        from rapidrl.vector import make_vec
-
-        backend = cfg.backend
-        if backend == "auto" and cfg.num_envs == 1:
-            backend = "serial"
-        try:
-            self.envs = make_vec(
-                cfg.env,
-                cfg.num_envs,
-                backend,
-                num_workers=cfg.num_workers,
-                batch_size=cfg.env_batch_size,
-                env_options=options,
-            )
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"cannot build the vector env: {exc}") from exc
-        N, T, B = cfg.num_envs, cfg.num_steps, self.envs.batch_size
-        if N % B:
-            self.envs.close()
-            raise ConfigError(
-                f"the {backend} vector env returns batches of {B} envs, which do not divide "
-                f"--num-envs {N}; set --env-batch-size to a divisor of {N}"
-            )
+        self.steps = VectorRollout(
+            cfg, options, obs_space, lrn.device, ("logprobs", "values"), lockstep=False
+        )
+        self.envs = self.steps.envs
         self.cfg, self.lrn, self.net, self.device = cfg, lrn, lrn.net, lrn.device
-        # An env gets at most one step per recv: T * N / B steps.
-        t_max = T if B == N else T * N // B
-        device = self.device
-        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
-
-        def buf(*shape, dtype=torch.float32):
-            return torch.zeros((t_max, N, *shape), dtype=dtype, device=device)
-
-        self.obs = buf(*obs_space.shape, dtype=obs_dtype)
-        self.actions, self.logprobs, self.values = buf(dtype=torch.long), buf(), buf()
-        self.rewards = buf()
-        self.terminated, self.truncated = buf(dtype=torch.bool), buf(dtype=torch.bool)
-        self.starts = buf(dtype=torch.bool)
-        self.trunc_values = buf()  # V(final_obs) where truncated
-        self.lengths = np.zeros(N, dtype=np.int64)  # steps of each env in this rollout so far
 
     def reset(self, seed: int) -> None:
         """Reset every env (a fresh run, or a resumed one: fresh episodes, zero LSTM states)."""
+        self.steps.reset(seed)
         n = self.cfg.num_envs
-        self.next_obs, _ = self.envs.reset(seed=seed)
-        self.next_start = np.ones(n, dtype=bool)  # every env begins an episode
         self.store = self.net.initial_state(n, self.device) if self.cfg.recurrent else None
 
-    def _act_and_send(self, ids: np.ndarray) -> None:
-        """Act on the held observations of envs ``ids``, store, send the actions."""
-        device, net = self.device, self.net
-        pos = torch.as_tensor(self.lengths[ids], device=device)
-        ids_t = torch.as_tensor(ids, device=device)
-        obs = torch.as_tensor(self.next_obs[ids], device=device)
-        start = torch.as_tensor(self.next_start[ids], device=device)
-        with torch.no_grad():
-            if self.cfg.recurrent:
-                out = net.act(obs, self.store, ids_t, start, generator=self.lrn.act_gen)
-                self.store = out.state
-            else:
-                out = net.act(obs, generator=self.lrn.act_gen)
-        self.obs[pos, ids_t] = obs
-        self.starts[pos, ids_t] = start
-        self.actions[pos, ids_t] = out.action
-        self.logprobs[pos, ids_t] = out.logprob
-        self.values[pos, ids_t] = out.value
-        self.envs.send(out.action.cpu().numpy(), ids)
+    def _act(self, obs: torch.Tensor, ids: torch.Tensor, start: torch.Tensor):
+        if self.cfg.recurrent:
+            out = self.net.act(obs, self.store, ids, start, generator=self.lrn.act_gen)
+            self.store = out.state
+        else:
+            out = self.net.act(obs, generator=self.lrn.act_gen)
+        return out.action, {"logprobs": out.logprob, "values": out.value}
+
+    def _final_value(self, final_obs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        if self.cfg.recurrent:
+            return self.net.value(final_obs, self.store, ids)
+        return self.net.value(final_obs)
 
     def collect(self, on_steps: Callable[[int, dict], None]) -> None:
         """One rollout; ``on_steps(n, infos)`` after every ``n`` steps received (the counters,
         the episode statistics)."""
-        cfg, device, net = self.cfg, self.device, self.net
         self.init_state = self.store  # the LSTM state before step 0 (act() is out of place)
-        self.lengths[:] = 0
-        # The whole rollout on act_threads: with more, tensor copies here (obs into the buffer)
-        # fork OpenMP regions whose spinning threads take the core an env worker needs
-        # (profiled: each command write to a worker then cost ~1 ms).
-        with num_threads(cfg.act_threads or 1):
-            self._act_and_send(np.arange(cfg.num_envs))
-            sent, received = cfg.num_envs, 0
-            while received < cfg.rollout_steps:
-                obs, rewards, terminated, truncated, infos, ids = self.envs.recv()
-                pos = torch.as_tensor(self.lengths[ids], device=device)
-                ids_t = torch.as_tensor(ids, device=device)
-                self.rewards[pos, ids_t] = torch.as_tensor(rewards, device=device).float()
-                self.terminated[pos, ids_t] = torch.as_tensor(terminated, device=device)
-                self.truncated[pos, ids_t] = torch.as_tensor(truncated, device=device)
-                # A time limit: bootstrap from V(final_obs) -- for the LSTM from the ended
-                # episode's state, before act() below resets it for the new episode.
-                cut = truncated & ~terminated
-                if cut.any():
-                    cut_t = torch.as_tensor(cut, device=device)
-                    final = torch.as_tensor(infos["final_obs"][cut], device=device)
-                    with torch.no_grad():
-                        if cfg.recurrent:
-                            v = net.value(final, self.store, ids_t[cut_t])
-                        else:
-                            v = net.value(final)
-                    self.trunc_values[pos[cut_t], ids_t[cut_t]] = v
-                self.lengths[ids] += 1
-                self.next_obs[ids] = obs
-                self.next_start[ids] = terminated | truncated
-                received += len(ids)
-                on_steps(len(ids), infos)
-                if sent < cfg.rollout_steps:  # else hold the env until the update is done
-                    self._act_and_send(ids)
-                    sent += len(ids)
+        self.steps.collect(self._act, self._final_value, on_steps)
 
     def batch(self) -> TrainBatch:
         """The collected rollout with GAE advantages and returns, per env up to its own length,
         bootstrapped from the value of the observation each env holds now."""
-        cfg, net = self.cfg, self.net
-        t_len = int(self.lengths.max())
+        cfg, net, r = self.cfg, self.net, self.steps
+        t_len = int(r.lengths.max())
         with torch.no_grad():
-            held = torch.as_tensor(self.next_obs, device=self.device)
+            held = torch.as_tensor(r.next_obs, device=self.device)
             boot = net.value(held, self.store) if cfg.recurrent else net.value(held)
-        values = self.values[:t_len]
-        lengths = torch.tensor(self.lengths)  # a copy: `self.lengths` is reused
+        values = r.extras["values"][:t_len]
+        lengths = torch.tensor(r.lengths)  # a copy: `r.lengths` is reused
         advantages, returns, valid = rollout_advantages(
-            self.rewards[:t_len],
+            r.rewards[:t_len],
             values,
-            self.terminated[:t_len],
-            self.truncated[:t_len],
-            self.trunc_values[:t_len],
+            r.terminated[:t_len],
+            r.truncated[:t_len],
+            r.final_values[:t_len],
             lengths.to(self.device),
             boot,
             cfg.gamma,
             cfg.gae_lambda,
         )
         return TrainBatch(
-            self.obs[:t_len],
-            self.actions[:t_len],
-            self.logprobs[:t_len],
+            r.obs[:t_len],
+            r.actions[:t_len],
+            r.extras["logprobs"][:t_len],
             values,
             advantages,
             returns,
-            self.starts[:t_len],
+            r.starts[:t_len],
             valid,
             lengths,
             self.init_state,
         )
 
     def close(self) -> None:
-        self.envs.close()
+        self.steps.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ where ``truncated`` (a time limit) the trainer evaluates the max-Q of ``infos["f
 away and the target bootstraps from it; where ``terminated`` nothing is bootstrapped. The
 rollout's last step bootstraps from the max-Q of the observation each env holds after it. Every
 env steps on every step: a first-ready vector env (``backend async``) is stepped batch by batch
-until all envs have stepped (:func:`step_all`).
+until all envs have stepped (:class:`rapidrl.train.rollout.VectorRollout` in lockstep).
 
 Resume (``--resume RUN_DIR``) -- what is exact and what is not
 --------------------------------------------------------------
@@ -53,10 +53,10 @@ from rapidrl.algos.pqn.learner import (
     q_lambda_at,
     rollout_targets,
 )
-from rapidrl.config import ConfigError
 from rapidrl.train import config_from_dict
 from rapidrl.train.cli import parse_with_resume, run_from_cli
-from rapidrl.train.loop import num_threads, probe_env
+from rapidrl.train.loop import probe_env
+from rapidrl.train.rollout import VectorRollout
 from rapidrl.train.runner import Algorithm, run_training, started
 from rapidrl.train.session import LogEvent
 
@@ -66,35 +66,8 @@ __all__ = [
     "eval_policy",
     "main_pqn",
     "parse_pqn_args",
-    "step_all",
     "train",
 ]
-
-
-def step_all(envs, actions: np.ndarray):
-    """One step of every env: ``(obs, rewards, terminated, truncated, infos)`` in env-id order.
-    A synchronous vector env takes ``step``; a first-ready one gets every action, then returns
-    batches until each env has come back once, merged here."""
-    n = envs.num_envs
-    if envs.batch_size == n:
-        return envs.step(actions)
-    envs.send(actions, np.arange(n))
-    obs = np.empty((n, *envs.obs_shape), dtype=envs.obs_dtype)
-    rewards = np.zeros(n, np.float64)
-    terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-    infos: dict[str, np.ndarray] = {
-        "env_id": np.arange(n),
-        "final_obs": np.zeros_like(obs),
-        "episode_end": np.zeros(n, bool),
-        "episode_return": np.zeros(n, np.float64),
-        "episode_length": np.zeros(n, np.int64),
-    }
-    for _ in range(n // envs.batch_size):
-        o, r, te, tr, info, ids = envs.recv()
-        obs[ids], rewards[ids], terminated[ids], truncated[ids] = o, r, te, tr
-        for k in ("final_obs", "episode_end", "episode_return", "episode_length"):
-            infos[k][ids] = info[k]
-    return obs, rewards, terminated, truncated, infos
 
 
 def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
@@ -140,67 +113,57 @@ def iterate(lrn: PQNLearner, rollout: PQNRollout, session: Any) -> None:
 
 
 class PQNRollout:
-    """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers,
+    """``num_steps x num_envs`` epsilon-greedy agent steps into time-major ``[T, N]`` buffers
+    (:class:`rapidrl.train.rollout.VectorRollout` in lockstep: every env steps on every step),
     recording each observation's max-Q as it is acted on, and their Q(lambda) targets."""
 
     def __init__(self, cfg: PQNConfig, options: dict, obs_space: Any, lrn: PQNLearner):
-        from rapidrl.vector import make_vec
-
-        backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
-        try:
-            self.envs = make_vec(
-                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
-            )
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"cannot build the vector env: {exc}") from exc
+        self.steps = VectorRollout(
+            cfg, options, obs_space, lrn.device, ("max_q",), lockstep=True,
+            reward_scale=cfg.reward_scale,
+        )  # fmt: skip
+        self.envs = self.steps.envs
         self.cfg, self.lrn, self.device = cfg, lrn, lrn.device
-        T, N, device = cfg.num_steps, cfg.num_envs, lrn.device
-        obs_dtype = torch.from_numpy(np.empty(0, dtype=obs_space.dtype)).dtype
-        self.obs = torch.zeros((T, N, *obs_space.shape), dtype=obs_dtype, device=device)
-        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
-        self.rewards = torch.zeros((T, N), device=device)
-        self.terminated = torch.zeros((T, N), dtype=torch.bool, device=device)
-        self.truncated = torch.zeros((T, N), dtype=torch.bool, device=device)
-        self.max_q = torch.zeros((T, N), device=device)  # max-Q of obs[t], recorded when acting
-        self.trunc_q = torch.zeros((T, N), device=device)  # max-Q of final_obs where truncated
+
+    @property
+    def obs(self) -> torch.Tensor:
+        return self.steps.obs
+
+    @property
+    def actions(self) -> torch.Tensor:
+        return self.steps.actions
 
     def reset(self, seed: int) -> None:
-        self.next_obs, _ = self.envs.reset(seed=seed)
+        self.steps.reset(seed)
 
     def collect(self, on_steps: Callable[..., None]) -> None:
         """One rollout; ``on_steps(n, infos, eps=eps)`` after every vector step."""
-        cfg, lrn, device = self.cfg, self.lrn, self.device
-        with num_threads(cfg.act_threads or 1):
-            for t in range(cfg.num_steps):
-                obs = torch.as_tensor(self.next_obs, device=device)
-                eps = epsilon_at(cfg, lrn.frames)
-                actions, max_q = lrn.act(obs, eps)
-                self.obs[t], self.actions[t], self.max_q[t] = obs, actions, max_q
-                self.next_obs, rewards, terminated, truncated, infos = step_all(
-                    self.envs, actions.cpu().numpy()
-                )
-                rewards_t = torch.as_tensor(rewards, device=device).float()
-                self.rewards[t] = rewards_t * cfg.reward_scale
-                self.terminated[t] = torch.as_tensor(terminated, device=device)
-                self.truncated[t] = torch.as_tensor(truncated, device=device)
-                # A time limit: bootstrap from the max-Q of the episode's last obs.
-                cut = truncated & ~terminated
-                if cut.any():
-                    final = torch.as_tensor(infos["final_obs"][cut], device=device)
-                    self.trunc_q[t, torch.as_tensor(cut, device=device)] = lrn.max_q(final)
-                on_steps(cfg.num_envs, infos, eps=eps)
+        cfg, lrn = self.cfg, self.lrn
+        eps = [0.0]  # the exploration rate of the step being taken
+
+        def act(obs: torch.Tensor, ids: torch.Tensor, start: torch.Tensor):
+            eps[0] = epsilon_at(cfg, lrn.frames)
+            actions, max_q = lrn.act(obs, eps[0])
+            return actions, {"max_q": max_q}
+
+        self.steps.collect(
+            act,
+            lambda final_obs, ids: lrn.max_q(final_obs),
+            lambda n, infos: on_steps(n, infos, eps=eps[0]),
+        )
 
     def targets(self) -> torch.Tensor:
         """The Q(lambda) targets ``[T, N]`` of the collected rollout, bootstrapped from the
         max-Q of the observations the envs hold now."""
-        boot = self.lrn.max_q(torch.as_tensor(self.next_obs, device=self.device))
+        r = self.steps
+        boot = self.lrn.max_q(torch.as_tensor(r.next_obs, device=self.device))
         return rollout_targets(
-            self.rewards, self.max_q, self.terminated, self.truncated, self.trunc_q, boot,
+            r.rewards, r.extras["max_q"], r.terminated, r.truncated, r.final_values, boot,
             self.cfg.gamma, q_lambda_at(self.cfg, self.lrn.frames),
         )  # fmt: skip
 
     def close(self) -> None:
-        self.envs.close()
+        self.steps.close()
 
 
 # --------------------------------------------------------------------------------------------
