@@ -4,14 +4,25 @@ gathered into solve.json / solve.md / solve.png; failures reported, never lost o
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
-from rapidrl.bench.solve import BenchSolveConfig, bench_solve, format_table, summarize
+from rapidrl.bench.solve import (
+    BenchSolveConfig,
+    bench_solve,
+    format_table,
+    summarize,
+    within_budget,
+)
 from rapidrl.config import ConfigError
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--no-tensorboard"]
+
+
+def _seed_dir(out, seed, env="CartPole-v1", label="ppo-cartpole"):
+    return out / env / label / f"seed-{seed}"
 
 
 def test_two_seeds_on_cartpole(tmp_path):
@@ -27,8 +38,10 @@ def test_two_seeds_on_cartpole(tmp_path):
         assert "failed" not in r, r.get("log_tail")
         assert r["frames"] == 128 and r["solved"] is False and r["stop_reason"] == "max_frames"
         assert r["mean_rollout_s"] > 0 and r["mean_update_s"] > 0
-        assert (out / f"seed-{r['seed']}" / "summary.json").exists()
-        assert "--seed" in r["command"] and str(r["seed"]) in r["command"]
+        assert (_seed_dir(out, r["seed"]) / "summary.json").exists()
+        cmd = r["command"]
+        assert cmd[cmd.index("--seed") + 1] == str(r["seed"])
+        assert cmd[cmd.index("--stop-at-score") + 1] == "auto"
     s = result["summary"]
     assert s["seeds"] == 2 and s["solved"] == 0 and s["failed"] == 0
     assert math.isinf(s["minutes_to_solve"]["median"])
@@ -38,48 +51,38 @@ def test_two_seeds_on_cartpole(tmp_path):
     assert "| **median** | 0/2 | **not solved**" in table and saved["cpu"] in table
     assert saved["hardware"]["cores"] >= 1
     assert (out / "solve.png").stat().st_size > 0
+    assert (out / "suite.json").exists()  # the one-game suite's own record
     # Run again (more seeds, a longer budget): the finished seeds are kept, not re-run.
     more = dataclasses.replace(b, seeds="1,2,3", max_minutes=3.0)
     again = bench_solve(more, TINY)
     assert [r.get("kept", False) for r in again["runs"]] == [True, True, False]
     assert [r["frames"] for r in again["runs"]] == [128, 128, 128]
     assert again["runs"][0]["command"] == saved["runs"][0]["command"]
-    assert json.loads((out / "seed-3.json").read_text())["seed"] == 3
     # A bench never mixes new runs with old ones: another recipe is refused before any run.
     with pytest.raises(ConfigError, match="seed-1 ran another recipe"):
         bench_solve(dataclasses.replace(more, seeds="4,1"), [*TINY, "--lr", "1e-3"])
-    assert not (out / "seed-4").exists()
-    (out / "seed-2.json").unlink()  # as a run that failed or was stopped leaves it
-    with pytest.raises(ConfigError, match="seed-2 did not finish .no seed-2.json; its log"):
-        bench_solve(b, TINY)
-    (out / "seed-2.log").unlink()
-    with pytest.raises(ConfigError, match="seed-2 has no seed-2.json .not a bench solve run"):
-        bench_solve(b, TINY)
+    assert not _seed_dir(out, 4).exists()
+    # A run dir left without a summary or a checkpoint (a start that died) starts again.
+    (_seed_dir(out, 2) / "summary.json").unlink()
+    shutil.rmtree(_seed_dir(out, 2) / "checkpoints")
+    again = bench_solve(b, TINY)
+    assert [r.get("kept", False) for r in again["runs"]] == [True, False]
+    assert again["runs"][1]["frames"] == 128
 
 
-def test_a_kept_seed_that_solved_after_the_budget_is_not_solved(tmp_path, monkeypatch):
-    import rapidrl.bench.solve as solve
-
-    b = BenchSolveConfig(seeds="1", max_minutes=10.0, out_dir=str(tmp_path))
-    run_dir = tmp_path / "seed-1"
-    run_dir.mkdir()
-    (run_dir / "summary.json").write_text(
-        json.dumps({"solved": True, "seconds_to_solve": 900, "frames_to_solve": 5e6,
-                    "stop_reason": "solved", "frames": 5e6})
-    )  # fmt: skip
-    cmd = solve.train_command(dataclasses.replace(b, max_minutes=20.0), 1, run_dir, [])
-    (tmp_path / "seed-1.json").write_text(json.dumps({"command": cmd}))
-    r = solve.kept_seed(b, 1, [], tmp_path)
-    assert r["kept"] and r["solved"] is False and r["stop_reason"] == "solved after 10 min"
-    r = solve.kept_seed(dataclasses.replace(b, max_minutes=20.0), 1, [], tmp_path)
-    assert r["solved"] is True and r["seconds_to_solve"] == 900
+def test_a_kept_seed_that_solved_after_the_budget_is_not_solved():
+    r = {"seed": 1, "solved": True, "minutes_to_solve": 15.0, "frames_to_solve": 5e6}
+    assert within_budget(r, 20.0) is r
+    late = within_budget(r, 10.0)
+    assert late["solved"] is False and late["stop_reason"] == "solved after 10 min"
+    assert summarize([late], 10.0)["solved"] == 0
 
 
 def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, monkeypatch, capsys):
     """A signal to the trainer alone (it checkpoints, writes an "interrupted" summary and exits
     0) stops the bench there, as Ctrl-C does, instead of starting the next seed; the same
     command then resumes that seed from its checkpoint and goes on."""
-    import rapidrl.bench.solve as solve
+    import rapidrl.bench.atari as atari
 
     b = BenchSolveConfig(seeds="1,2", max_minutes=5.0, out_dir=str(tmp_path))
     launched: list[list[str]] = []
@@ -99,26 +102,27 @@ def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, mo
 
         return fake_run_training
 
-    monkeypatch.setattr(solve, "run_training", trainer("interrupted"))
+    monkeypatch.setattr(atari, "run_training", trainer("interrupted"))
     result = bench_solve(b)
     assert len(launched) == 1  # seed 2 never started
     (run,) = result["runs"]
     assert run["seed"] == 1 and run["interrupted"] and run["failed"].startswith("interrupted")
     assert "seed 1: stopped (interrupted" in capsys.readouterr().out
-    assert json.loads((tmp_path / "seed-1.json").read_text())["interrupted"] is True
 
     # The same command again: seed 1 resumes from its checkpoint (its own config.json), then
     # seed 2 starts afresh; both records carry the recipe's command, not the resume line.
-    monkeypatch.setattr(solve, "run_training", trainer("max_minutes"))
+    monkeypatch.setattr(atari, "run_training", trainer("max_minutes"))
     result = bench_solve(b)
     resumed, fresh = launched[1:]
-    assert resumed[resumed.index("--resume") + 1] == str(tmp_path / "seed-1")
+    seed1 = _seed_dir(tmp_path, 1, "pong", "ppo-lean")
+    assert resumed[resumed.index("--resume") + 1] == str(seed1)
     assert "--preset" not in resumed and resumed[resumed.index("--max-minutes") + 1] == "5.0"
     assert "--resume" not in fresh and fresh[fresh.index("--seed") + 1] == "2"
-    assert "resuming from its checkpoint" in capsys.readouterr().out
+    assert fresh[fresh.index("--preset") + 1] == "lean"  # the default preset of ppo
+    assert "seed 1: resuming" in capsys.readouterr().out
     assert [r.get("interrupted", False) for r in result["runs"]] == [False, False]
     assert "--preset" in result["runs"][0]["command"]
-    assert (tmp_path / "seed-1.log").read_text() == "trained\n" * 2  # appended to, not replaced
+    assert (seed1.parent / "seed-1.log").read_text() == "trained\n" * 2  # appended to
     # Finished now: a third time keeps both, runs nothing.
     bench_solve(b)
     assert len(launched) == 3
@@ -138,9 +142,9 @@ def test_a_failing_run_is_reported_with_its_log(tmp_path):
 
 def test_summary_median_counts_unsolved_seeds_as_over_budget():
     runs = [
-        {"seed": 1, "solved": True, "seconds_to_solve": 600, "frames_to_solve": 3e6},
-        {"seed": 2, "solved": True, "seconds_to_solve": 1200, "frames_to_solve": 4e6},
-        {"seed": 3, "solved": False, "seconds_to_solve": None, "frames_to_solve": None},
+        {"seed": 1, "solved": True, "minutes_to_solve": 10.0, "frames_to_solve": 3e6},
+        {"seed": 2, "solved": True, "minutes_to_solve": 20.0, "frames_to_solve": 4e6},
+        {"seed": 3, "solved": False, "minutes_to_solve": None, "frames_to_solve": None},
     ]
     s = summarize(runs, 30)
     assert s["solved"] == 2 and s["minutes_to_solve"]["median"] == 20.0
@@ -154,9 +158,9 @@ def test_table_says_over_budget_only_for_seeds_that_ran_the_whole_budget():
         return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
                 "summary": summarize(list(runs), 32)}  # fmt: skip
 
-    solved = {"seed": 1, "solved": True, "seconds_to_solve": 1500, "frames_to_solve": 7e6}
-    timed_out = {"seed": 2, "solved": False, "stop_reason": "max_minutes", "seconds": 1921.0}
-    stopped = {"seed": 3, "solved": False, "stop_reason": "interrupted", "seconds": 1610.5}
+    solved = {"seed": 1, "solved": True, "minutes_to_solve": 25.0, "frames_to_solve": 7e6}
+    timed_out = {"seed": 2, "solved": False, "stop_reason": "max_minutes", "minutes": 32.02}
+    stopped = {"seed": 3, "solved": False, "stop_reason": "interrupted", "minutes": 26.84}
     table = format_table(result(solved, timed_out))
     assert "| 2 | no | > 32 |" in table and "**> 32** (25.0 to > 32)" in table
     table = format_table(result(solved, timed_out, stopped))

@@ -18,7 +18,13 @@ What it writes into ``--out-dir`` (rewritten after every finished run):
 Stopped and started again with the same ``--out-dir`` and the same lists, a suite goes on where it
 left off: a finished run (``summary.json`` with a stop reason other than ``interrupted``) is kept
 as it is; an unfinished run with a checkpoint resumes from its newest one (``rapidrl train ALGO
---resume``); an unfinished run without one starts again.
+--resume``); an unfinished run without one starts again. Each run's recipe (its trainer command
+but for the run dir, time budget and threads) is kept beside it (``seed-S.cmd.json``): a run dir
+of another recipe (other trainer arguments, another frame budget) is refused before anything
+runs, never mixed into the table.
+
+``rapidrl bench solve`` is this runner with one game and a stop score
+(:mod:`rapidrl.bench.solve`).
 
 Scores: ``return_mean_100`` is the mean real game score (unclipped, whole games, every life) of
 the last 100 games played while training, as every trainer logs it. The human-normalized score
@@ -48,8 +54,10 @@ from rapidrl.bench.runner import (
     read_summary,
     run_state,
     run_training,
+    same_recipe,
     split_extra,
     stopped_from_outside,
+    time_split,
     trainer_argv,
 )
 from rapidrl.config import ConfigError
@@ -62,11 +70,15 @@ __all__ = [
     "BenchAtariConfig",
     "RunSpec",
     "bench_atari",
+    "check_recipes",
     "format_tables",
     "human_normalized",
     "main",
+    "recipe_command",
     "reference_scores",
+    "run_locally",
     "summarize_suite",
+    "write_results",
 ]
 
 
@@ -166,8 +178,8 @@ class BenchAtariConfig:
     ppo)."""
     seeds: str = "1"
     """Comma-separated seeds."""
-    max_frames: int = 10_000_000
-    """Frame budget of every run (emulator frames)."""
+    max_frames: int | None = 10_000_000
+    """Frame budget of every run (emulator frames); None: each preset's own."""
     max_minutes: float | None = None
     """Wall-clock budget of every run (training minutes; None: the frame budget only)."""
     stop_at_score: str = "none"
@@ -210,8 +222,8 @@ class BenchAtariConfig:
         seeds = self.seed_list()
         if not seeds or len(set(seeds)) != len(seeds):
             raise ConfigError(f"--seeds needs distinct integers, e.g. 1,2,3; got {self.seeds!r}")
-        if self.max_frames < 1:
-            raise ConfigError(f"--max-frames must be >= 1, got {self.max_frames}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise ConfigError(f"--max-frames must be >= 1 or None, got {self.max_frames}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError(f"--max-minutes must be > 0 or None, got {self.max_minutes}")
         if self.stop_at_score.lower() not in ("none", "auto"):
@@ -291,22 +303,65 @@ class RunSpec:
 # --------------------------------------------------------------------------------------------
 # One run: the command that takes it on in the state its run dir is in, its record
 # --------------------------------------------------------------------------------------------
-def run_command(
+def recipe_command(
     b: BenchAtariConfig, spec: RunSpec, run_dir: Path, extra: Sequence[str]
 ) -> list[str]:
-    """The trainer's command line for ``spec`` in the state its run dir is in."""
-    budget = ["--max-frames", str(b.max_frames), "--no-progress"]
+    """The trainer's command line that starts ``spec`` afresh: the run's recipe."""
+    stop = "None" if b.stop_at_score.lower() == "none" else b.stop_at_score
+    return trainer_argv(
+        spec.algo, "--preset", spec.preset, "--env", spec.game, "--seed", str(spec.seed),
+        "--run-dir", str(run_dir), "--stop-at-score", stop, *_budget(b), *extra,
+    )  # fmt: skip
+
+
+def _budget(b: BenchAtariConfig) -> list[str]:
+    budget = ["--no-progress"]
+    if b.max_frames is not None:
+        budget += ["--max-frames", str(b.max_frames)]
     if b.max_minutes is not None:
         budget += ["--max-minutes", str(b.max_minutes)]
     if b.ray:  # the trainer's threads within the CPUs Ray gave the run
         budget += ["--torch-threads", str(max(1, int(b.cpus_per_run)))]
+    return budget
+
+
+def run_command(
+    b: BenchAtariConfig, spec: RunSpec, run_dir: Path, extra: Sequence[str]
+) -> list[str]:
+    """The trainer's command line for ``spec`` in the state its run dir is in."""
     if run_state(run_dir) == "resume":  # the run's own config.json gives everything else
-        return trainer_argv(spec.algo, "--resume", str(run_dir), *budget)
-    stop = "None" if b.stop_at_score.lower() == "none" else b.stop_at_score
-    return trainer_argv(
-        spec.algo, "--preset", spec.preset, "--env", spec.game, "--seed", str(spec.seed),
-        "--run-dir", str(run_dir), "--stop-at-score", stop, *budget, *extra,
-    )  # fmt: skip
+        return trainer_argv(spec.algo, "--resume", str(run_dir), *_budget(b))
+    return recipe_command(b, spec, run_dir, extra)
+
+
+def _recipe_file(run_dir: Path) -> Path:
+    return run_dir.parent / f"{run_dir.name}.cmd.json"
+
+
+def saved_recipe(run_dir: Path) -> list[str] | None:
+    """The command that started the run in ``run_dir`` (``seed-S.cmd.json``), or None."""
+    try:
+        return list(json.loads(_recipe_file(run_dir).read_text())["command"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_recipes(b: BenchAtariConfig, extra: Sequence[str]) -> None:
+    """Refuse, before any run, a run dir of this suite that another recipe started: a bench
+    never mixes a new run with an old one. (A run dir without a saved recipe, from before they
+    were saved, is taken as it is.)"""
+    for spec in b.runs():
+        run_dir = spec.run_dir(b.out_dir)
+        old = saved_recipe(run_dir)
+        if old is None or run_state(run_dir) == "fresh":
+            continue  # nothing kept from it: it starts again
+        new = recipe_command(b, spec, run_dir, extra)
+        if same_recipe(old) != same_recipe(new):
+            differs = " ".join(same_recipe(old)[4:])
+            raise ConfigError(
+                f"{run_dir} ran another recipe ({differs}): remove it to run it again, or "
+                "choose another --out-dir (a bench never mixes a new run with an old one)"
+            )
 
 
 def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -317,8 +372,11 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
     if state != "done":
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         where.write_text(_where() + "\n")
-        if state == "fresh" and run_dir.exists():
-            shutil.rmtree(run_dir)  # a start that died before its first checkpoint
+        if state == "fresh":
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # a start that died before its first checkpoint
+            recipe = recipe_command(b, spec, run_dir, extra)
+            _recipe_file(run_dir).write_text(json.dumps({"command": recipe}, indent=1) + "\n")
         cmd = run_command(b, spec, run_dir, extra)
         limit = None if b.max_minutes is None else 60.0 * (b.max_minutes + b.grace_minutes) + 120
         log = run_dir.parent / f"seed-{spec.seed}.log"
@@ -332,14 +390,14 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
             why = "killed after the time limit" if rc is None else f"exit code {rc}"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             return {**asdict(spec), "run_dir": str(run_dir), "failed": why, "log_tail": tail}
-    return finished_record(spec, run_dir)
+    return {**finished_record(spec, run_dir), "kept": state == "done"}
 
 
 def finished_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     """The record of a finished run, with the machine it ran on last (its ``.node`` file)."""
     where = run_dir.parent / f"seed-{spec.seed}.node"
     node = where.read_text().strip() if where.exists() else None
-    return {**run_record(spec, run_dir), "node": node}
+    return {**run_record(spec, run_dir), "node": node, "command": saved_recipe(run_dir)}
 
 
 def _where() -> str:
@@ -375,6 +433,7 @@ def run_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         "minutes_to_solve": (s["seconds_to_solve"] / 60.0) if s.get("seconds_to_solve") else None,
         "frames_to_solve": s.get("frames_to_solve"),
         "reference": reference_scores(spec.game, frames),
+        **time_split(run_dir / "metrics.csv"),
     }
 
 
@@ -600,7 +659,8 @@ def _bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[
     out.mkdir(parents=True, exist_ok=True)
     where = f"on Ray ({b.ray}, {b.cpus_per_run:g} CPUs a run)" if b.ray else "one run at a time"
     runs = b.runs()
-    print(f"bench atari: {len(runs)} runs, {where}, {b.max_frames:,} frames each; {describe()}")
+    budget = "each preset's frames" if b.max_frames is None else f"{b.max_frames:,} frames each"
+    print(f"bench atari: {len(runs)} runs, {where}, {budget}; {describe()}")
     finished: list[dict[str, Any]] = []
 
     def done(record: dict[str, Any]) -> None:
@@ -627,6 +687,7 @@ def _bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[
         print(f"  report: {len(records)} runs finished; not finished: "
               f"{', '.join(unfinished) or 'none'}", flush=True)  # fmt: skip
     else:
+        check_recipes(b, extra)
         records = (run_on_ray if b.ray else run_locally)(b, extra, done)
     result = write_results(b, records, extra, argv)
     print(format_tables(result))

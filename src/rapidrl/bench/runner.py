@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = [
     "read_curve",
+    "same_recipe",
+    "time_split",
     "read_summary",
     "run_state",
     "run_training",
@@ -157,4 +159,39 @@ def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[flo
             continue
         if math.isfinite(value):
             out.append((minutes, frames, value))
+    return out
+
+
+def time_split(metrics_csv: Path) -> dict[str, float]:
+    """Mean seconds per update in the rollout and in the update phase (PPO/PQN columns):
+    ``{"mean_rollout_s": ..., "mean_update_s": ...}``, what the run logged of them."""
+    from rapidrl.train import read_metrics
+
+    if not Path(metrics_csv).exists():
+        return {}
+    _, rows = read_metrics(str(metrics_csv))
+    out = {}
+    for key in ("rollout_s", "update_s"):
+        vals = [float(r[key]) for r in rows if r.get(key) not in (None, "", "nan")]
+        vals = [v for v in vals if math.isfinite(v)]
+        if vals:
+            out[f"mean_{key}"] = sum(vals) / len(vals)
+    return out
+
+
+# A trainer's flags that may differ between two runs of the same recipe (each takes a value).
+_NOT_RECIPE = ("--run-dir", "--max-minutes", "--torch-threads")
+
+
+def same_recipe(cmd: Sequence[str]) -> list[str]:
+    """A trainer command (:func:`trainer_argv`) without what may differ between two runs of the
+    same recipe: the interpreter, the run dir, the time budget and the thread count."""
+    out, skip = [], False
+    for arg in list(cmd)[1:]:
+        if skip:
+            skip = False
+        elif arg in _NOT_RECIPE:
+            skip = True
+        else:
+            out.append(arg)
     return out

@@ -1,16 +1,18 @@
 """``rapidrl bench solve``: wall time and frames to solve a game, over several seeds.
 
-Runs ``rapidrl train ALGO --preset PRESET --env ENV --seed S`` for each seed, one after the other
-(each alone on the machine: a second run beside it would halve its speed), each in its own
-process with a wall-clock limit, and writes into ``--out-dir``:
+A one-game suite with a stop score: :mod:`rapidrl.bench.atari`'s runner trains ``rapidrl train
+ALGO --preset PRESET --env ENV --seed S --stop-at-score auto --max-minutes M`` for each seed, one
+after the other (each alone on the machine: a second run beside it would halve its speed), each
+in its own process with a wall-clock limit, into ``OUT/ENV/ALGO-PRESET/seed-S/`` (its usual run
+directory, ``seed-S.log`` its output and ``seed-S.cmd.json`` its recipe beside it). Then it
+writes into ``--out-dir``:
 
-- ``seed-S/``: each run's own directory (``summary.json``, ``metrics.csv``, checkpoints, ...),
-  ``seed-S.log`` its output and ``seed-S.json`` its record once it finished;
 - ``solve.json``: per seed solved / minutes / frames to solve, frames/s, the best mean, the time
   split between rollout and update where the trainer logs it; the median and the spread; the
   command line; the CPU (:mod:`rapidrl.hardware`);
 - ``solve.md``: the same as a table, ready for a README;
-- ``solve.png``: every seed's ``return_mean_100`` against wall-clock minutes and against frames.
+- ``solve.png``: every seed's ``return_mean_100`` against wall-clock minutes and against frames;
+- and the suite's own ``suite.json`` / ``suite.md``.
 
 A seed that does not solve within ``--max-minutes`` counts as not solved (its time is reported
 as "> budget"; one stopped before its budget, by hand or by ``--max-frames``, as "not solved
@@ -18,16 +20,13 @@ as "> budget"; one stopped before its budget, by hand or by ``--max-frames``, as
 "> budget" says so). Extra arguments after ``--`` go to the trainer as they are, e.g.
 ``rapidrl bench solve --algo pqn --preset fast --seeds 1,2,3 -- --obs-size 64``.
 
-Run again with the same ``--out-dir`` (e.g. after a stop, or with more seeds), a seed that an
-earlier bench finished with the same recipe (the trainer command but for its run dir and
-budget) is kept, not re-run; one that ran another recipe or did not finish is refused before
-anything runs. A kept seed that solved after this bench's budget counts as not solved.
-
-A seed whose trainer was stopped from outside (Ctrl-C, or a signal to the trainer alone: it
-checkpoints, writes an "interrupted" summary and exits 0) stops the bench there, as Ctrl-C does,
-instead of going on to the next seed; its record says ``interrupted`` and the same command
-resumes it from its checkpoint (the run's clock survives resume, so its minutes to solve count
-training time only).
+Run again with the same ``--out-dir`` (after a stop, or with more seeds), it goes on as a suite
+does: a seed finished with the same recipe (the trainer command but for its run dir and time
+budget) is kept; one stopped mid-run resumes from its checkpoint (the run's clock survives
+resume, so its minutes to solve count training time only); a run dir of another recipe is
+refused before anything runs. A kept seed that solved after this bench's budget counts as not
+solved. A seed whose trainer was stopped from outside (Ctrl-C, or a signal to the trainer
+alone) stops the bench there, as Ctrl-C does; the same command resumes it.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
 from collections.abc import Sequence
@@ -45,27 +43,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rapidrl.algos import DEFAULT_PRESETS
-from rapidrl.bench.runner import (
-    read_curve,
-    read_summary,
-    run_state,
-    run_training,
-    split_extra,
-    stopped_from_outside,
-    trainer_argv,
-)
+from rapidrl.bench.atari import BenchAtariConfig, check_recipes, run_locally, write_results
+from rapidrl.bench.runner import read_curve, split_extra
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 from rapidrl.train.lock import RunLock
 
 __all__ = [
     "BenchSolveConfig",
+    "bench_solve",
     "format_table",
-    "kept_seed",
     "main",
-    "run_seed",
-    "seed_record",
     "summarize",
+    "within_budget",
 ]
 
 
@@ -116,159 +106,22 @@ class BenchSolveConfig:
                 f"--seeds must be comma-separated integers, e.g. 1,2,3; got {self.seeds!r}"
             ) from exc
 
-
-def train_command(b: BenchSolveConfig, seed: int, run_dir: Path, extra: Sequence[str]) -> list[str]:
-    """The trainer's command line for one seed (run with this Python)."""
-    cmd = trainer_argv(b.algo, "--preset", b.preset or DEFAULT_PRESETS[b.algo])
-    cmd += ["--env", b.env, "--seed", str(seed), "--run-dir", str(run_dir)]
-    cmd += ["--max-minutes", str(b.max_minutes), "--no-progress"]
-    if b.max_frames is not None:
-        cmd += ["--max-frames", str(b.max_frames)]
-    return cmd + list(extra)
+    def suite(self) -> BenchAtariConfig:
+        """The one-game suite this bench runs: every seed to the stop score or the budget."""
+        return BenchAtariConfig(
+            games=self.env, algos=f"{self.algo}:{self.preset or DEFAULT_PRESETS[self.algo]}",
+            seeds=self.seeds, max_frames=self.max_frames, max_minutes=self.max_minutes,
+            stop_at_score="auto", out_dir=self.out_dir, grace_minutes=self.grace_minutes,
+        )  # fmt: skip
 
 
-def _same_recipe(cmd: Sequence[str]) -> list[str]:
-    """A trainer command without what may differ between two runs of the same recipe: the
-    interpreter, the run dir and the time budget."""
-    out, skip = [], False
-    for arg in list(cmd)[1:]:
-        if skip:
-            skip = False
-        elif arg in ("--run-dir", "--max-minutes"):
-            skip = True
-        else:
-            out.append(arg)
-    return out
-
-
-def kept_seed(
-    b: BenchSolveConfig, seed: int, extra: Sequence[str], out_dir: Path
-) -> dict[str, Any] | None:
-    """The record of ``seed`` when an earlier bench finished it with the same recipe (a stopped
-    bench goes on where it left off); None when it is to run: not started, or stopped from
-    outside with the same recipe (it resumes). Anything else in its place is refused: a bench
-    never mixes a new run with an old one."""
-    run_dir, saved = out_dir / f"seed-{seed}", out_dir / f"seed-{seed}.json"
-    if not run_dir.exists() or not any(run_dir.iterdir()):
-        return None
-    try:
-        earlier = json.loads(saved.read_text())
-        old = earlier["command"]
-    except (OSError, ValueError, KeyError, TypeError):
-        earlier, old = {}, None
-    why = None
-    if old is None and (out_dir / f"seed-{seed}.log").exists():
-        why = f"did not finish (no {saved.name}; its log: seed-{seed}.log)"
-    elif old is None:
-        why = f"has no {saved.name} (not a bench solve run)"
-    elif _same_recipe(old) != _same_recipe(train_command(b, seed, run_dir, extra)):
-        why = f"ran another recipe ({' '.join(_same_recipe(old)[3:])})"
-    elif earlier.get("interrupted") and run_state(run_dir) != "done":
-        return None  # stopped from outside: run_seed goes on from its checkpoint
-    elif run_state(run_dir) != "done":
-        why = "did not finish (the bench was stopped during it)"
-    if why:
-        raise ConfigError(
-            f"{run_dir} {why}: remove it to run seed {seed} again, or choose another --out-dir "
-            "(a bench never mixes a new run with an old one)"
-        )
-    record = seed_record(seed, run_dir, old, None)
-    budget = 60.0 * b.max_minutes
-    if record.get("solved") and (record.get("seconds_to_solve") or 0) > budget:
-        # It ran under a longer budget and solved after this one: not solved within it.
-        record.update(solved=False, stop_reason=f"solved after {b.max_minutes:g} min")
-    return {**record, "kept": True}
-
-
-def run_seed(
-    b: BenchSolveConfig, seed: int, extra: Sequence[str] = (), out_dir: Path | None = None
-) -> dict[str, Any]:
-    """Train one seed in a child process (time limit: budget + grace) and return its record:
-    the summary's numbers, or ``failed`` with the reason and the log's tail (``interrupted``
-    too when its trainer was stopped from outside). A seed an earlier bench finished with the
-    same recipe is kept (:func:`kept_seed`); one stopped from outside resumes."""
-    out_dir = Path(out_dir or b.out_dir)
-    kept = kept_seed(b, seed, extra, out_dir)
-    if kept is not None:
-        return kept
-    run_dir = out_dir / f"seed-{seed}"
-    cmd = train_command(b, seed, run_dir, extra)  # the recipe, recorded whether fresh or resumed
-    log_path = out_dir / f"seed-{seed}.log"
-    if run_state(run_dir) == "resume":  # the run's own config.json gives everything else
-        budget = ["--max-minutes", str(b.max_minutes), "--no-progress"]
-        if b.max_frames is not None:
-            budget += ["--max-frames", str(b.max_frames)]
-        launch = trainer_argv(b.algo, "--resume", str(run_dir), *budget)
-    else:
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # stopped from outside before its first checkpoint
-        launch = cmd
-        log_path.unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    limit = 60.0 * (b.max_minutes + b.grace_minutes) + 120.0  # + start-up
-    try:
-        rc, wall = run_training(launch, log_path, limit)
-    except KeyboardInterrupt:  # Ctrl-C: the trainer had a minute to checkpoint
-        if stopped_from_outside(run_dir):
-            _save_interrupted(seed_record(seed, run_dir, cmd, None), out_dir)
-        raise
-    record = seed_record(seed, run_dir, cmd, wall)
-    if rc == 0 and stopped_from_outside(run_dir):
-        return _save_interrupted(record, out_dir)
-    if rc != 0 or "failed" in record:
-        tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
-        why = "killed after the time limit" if rc is None else f"exit code {rc}"
-        record.update(failed=why if rc != 0 else record["failed"], log_tail=tail)
+def within_budget(record: dict[str, Any], budget_minutes: float) -> dict[str, Any]:
+    """A seed's record as this bench counts it: one that solved after ``budget_minutes`` (kept
+    from a bench with a longer budget) did not solve within it."""
+    late = record.get("solved") and (record.get("minutes_to_solve") or 0.0) > budget_minutes
+    if not late:
         return record
-    (out_dir / f"seed-{seed}.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
-    return record
-
-
-def _save_interrupted(record: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Record a seed whose trainer was stopped from outside (it checkpointed and exited 0): not
-    a failure of the recipe; the saved record lets the same command resume it."""
-    why = "interrupted: checkpoint kept, the same command goes on from it"
-    record = {**record, "failed": why, "interrupted": True}
-    path = out_dir / f"seed-{record['seed']}.json"
-    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    return record
-
-
-def seed_record(seed: int, run_dir: Path, cmd: Sequence[str], wall: float | None) -> dict[str, Any]:
-    """What one finished seed measured, read from its run dir (``failed`` without a summary)."""
-    record: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "command": list(cmd)}
-    record["wall_seconds"] = wall
-    summary = read_summary(run_dir)
-    if summary is None:
-        return {**record, "failed": "no summary.json"}
-    record.update(
-        solved=bool(summary.get("solved")),
-        seconds_to_solve=summary.get("seconds_to_solve"),
-        frames_to_solve=summary.get("frames_to_solve"),
-        frames=summary.get("frames"),
-        seconds=summary.get("seconds"),
-        best_return_mean_100=summary.get("best_return_mean_100"),
-        frames_per_second=summary.get("frames_per_second"),
-        stop_reason=summary.get("stop_reason"),
-        **_time_split(run_dir / "metrics.csv"),
-    )
-    return record
-
-
-def _time_split(metrics_csv: Path) -> dict[str, float]:
-    """Mean seconds per update in the rollout and in the update phase (PPO/PQN columns)."""
-    from rapidrl.train import read_metrics
-
-    if not metrics_csv.exists():
-        return {}
-    _, rows = read_metrics(str(metrics_csv))
-    out = {}
-    for key in ("rollout_s", "update_s"):
-        vals = [float(r[key]) for r in rows if r.get(key) not in (None, "", "nan")]
-        vals = [v for v in vals if math.isfinite(v)]
-        if vals:
-            out[f"mean_{key}"] = sum(vals) / len(vals)
-    return out
+    return {**record, "solved": False, "stop_reason": f"solved after {budget_minutes:g} min"}
 
 
 def _median_and_range(values: list[float]) -> dict[str, float] | None:
@@ -282,7 +135,7 @@ def summarize(records: list[dict[str, Any]], budget_minutes: float) -> dict[str,
     done = [r for r in records if "failed" not in r]
     inf = math.inf
     minutes = [
-        (r["seconds_to_solve"] / 60.0) if r.get("solved") and r.get("seconds_to_solve") else inf
+        float(r["minutes_to_solve"]) if r.get("solved") and r.get("minutes_to_solve") else inf
         for r in done
     ]
     frames = [
@@ -316,7 +169,7 @@ def _unsolved_minutes(r: dict[str, Any], budget: float) -> str:
     stopped by hand or by --max-frames has not shown that it needs more than the budget)."""
     if _ran_out_of_time(r):
         return f"> {budget:g}"
-    return f"not solved ({r.get('stop_reason') or 'stopped'} at {(r.get('seconds') or 0) / 60:.1f})"
+    return f"not solved ({r.get('stop_reason') or 'stopped'} at {r.get('minutes') or 0:.1f})"
 
 
 def _fmt_frames(x: float, unsolved: str = "-") -> str:
@@ -337,7 +190,7 @@ def format_table(result: dict[str, Any]) -> str:
         if "failed" in r:
             lines.append(f"| {r['seed']} | failed: {r['failed']} | | | | | |")
             continue
-        m = r["seconds_to_solve"] / 60 if r.get("solved") else math.inf
+        m = r["minutes_to_solve"] if r.get("solved") else math.inf
         f = float(r["frames_to_solve"]) if r.get("solved") else math.inf
         split = (
             f"{r['mean_rollout_s']:.2f} / {r['mean_update_s']:.2f}"
@@ -402,46 +255,50 @@ def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float 
 
 
 def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
-    """Run every seed, write solve.json / solve.md / solve.png, return the result."""
+    """Run every seed (a one-game suite), write solve.json / solve.md / solve.png, return the
+    result."""
     if b.preset is None:
         b = dataclasses.replace(b, preset=DEFAULT_PRESETS[b.algo])
     b.validate()
+    suite = b.suite()
+    try:
+        suite.validate()
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("--games", "--env")) from None
     # One bench writes an out dir at a time (each trainer locks its own run dir too).
     with RunLock(b.out_dir, "bench directory"):
-        return _bench_solve(b, extra, argv)
+        return _bench_solve(b, suite, extra, argv)
 
 
-def _bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:
+def _bench_solve(
+    b: BenchSolveConfig, suite: BenchAtariConfig, extra: Sequence[str], argv: Sequence[str]
+) -> dict:
     out = Path(b.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cpu = describe()
     print(f"bench solve: {b.algo} --preset {b.preset} on {b.env}, seeds {b.seeds}; {cpu}")
-    # Every seed's dir is checked before any runs: a refusal never comes hours into a bench.
-    kept = {seed: kept_seed(b, seed, extra, out) for seed in b.seed_list()}
-    records = []
-    for seed in b.seed_list():
-        if kept[seed] is None:
-            again = (
-                " (resuming from its checkpoint)"
-                if run_state(out / f"seed-{seed}") == "resume"
-                else ""
-            )
-            print(f"  seed {seed}: up to {b.max_minutes:g} min{again} ...", flush=True)
-        r = kept[seed] or run_seed(b, seed, extra, out)
-        records.append(r)
-        if r.get("interrupted"):  # stopped from outside: so is the bench, as with Ctrl-C
-            print(f"  seed {seed}: stopped ({r['failed']}); the bench stops here", flush=True)
-            break
-        if "failed" in r:
-            print(f"  seed {seed}: FAILED ({r['failed']}); log {out / f'seed-{seed}.log'}")
+    check_recipes(suite, extra)  # every seed's dir before any runs: never a refusal hours in
+
+    def done(r: dict[str, Any]) -> None:
+        r = within_budget(r, b.max_minutes)
+        if r.get("interrupted"):
+            print(f"  seed {r['seed']}: stopped ({r['failed']}); the bench stops here", flush=True)
+        elif "failed" in r:
+            print(f"  seed {r['seed']}: FAILED ({r['failed']}); log {Path(r['run_dir']).parent}"
+                  f"/seed-{r['seed']}.log", flush=True)  # fmt: skip
         else:
             when = (
-                f"solved in {r['seconds_to_solve'] / 60:.1f} min, {r['frames_to_solve']:,} frames"
+                f"solved in {r['minutes_to_solve']:.1f} min, {r['frames_to_solve']:,} frames"
                 if r["solved"]
                 else f"not solved ({r['stop_reason']}, best mean-100 {r['best_return_mean_100']})"
             )
             note = " (kept: finished by an earlier bench)" if r.get("kept") else ""
-            print(f"  seed {seed}: {when}; {r['frames_per_second'] or 0:,.0f} frames/s{note}")
+            print(f"  seed {r['seed']}: {when}; {r['frames_per_second'] or 0:,.0f} frames/s{note}",
+                  flush=True)  # fmt: skip
+
+    runs = run_locally(suite, extra, done)
+    write_results(suite, runs, extra, argv)  # the one-game suite's suite.json and suite.md
+    records = [within_budget(r, b.max_minutes) for r in runs]
     result = {
         "config": asdict(b),
         "extra_args": list(extra),
