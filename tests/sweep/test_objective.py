@@ -69,3 +69,23 @@ def test_a_trial_scores_its_runs_by_the_objective(tmp_path, fake_trainer, object
     assert result["score"] == sorted(seed_scores)[1]  # the median over the seeds
     assert [c["stop_at_score"] for c in fake_trainer] == [stop_at] * 3
     assert reports[-1]["finished"] and reports[-1]["score"] == result["score"]
+
+
+def test_a_trial_with_the_params_of_a_finished_one_reuses_its_runs(tmp_path, fake_trainer):
+    """A sampler may propose a choice again; a run is deterministic for its config and seed, so
+    the second trial copies the first one's finished runs instead of training them again."""
+    spec = parse_spec({**SPEC, "objective": {"minutes_to_score": 475}})
+    first = run_trial(spec, {"lr": 0.001}, tmp_path / "trials" / "a", lambda m: None)
+    assert len(fake_trainer) == 3 and first["reused"] == [] and first["frames_reused"] == 0
+    reports: list[dict] = []
+    again = run_trial(spec, {"lr": 0.001}, tmp_path / "trials" / "b", reports.append)
+    assert len(fake_trainer) == 3  # nothing trained
+    assert again["reused"] == [f"CartPole-v1-seed-{s} (from trial a)" for s in (1, 2, 3)]
+    assert (
+        again["seed_scores"] == first["seed_scores"]
+        and again["frames_reused"] == 3000 + 4096 + 1000
+    )
+    assert any(not r["finished"] for r in reports)  # the first run's rows reached the scheduler
+    assert (tmp_path / "trials" / "b" / "CartPole-v1-seed-1" / "summary.json").exists()
+    other = run_trial(spec, {"lr": 0.002}, tmp_path / "trials" / "c", lambda m: None)
+    assert len(fake_trainer) == 6 and other["reused"] == []  # another config: trained

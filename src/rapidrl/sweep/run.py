@@ -27,6 +27,7 @@ import csv
 import io
 import json
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -102,6 +103,25 @@ def _run_score(spec: SweepSpec, run_dir: Path, summary: dict[str, Any], cfg: Any
     return values[-1] if values else float("nan")
 
 
+def _same_run_elsewhere(trial_dir: Path, name: str, fields: dict[str, Any]) -> Path | None:
+    """A finished run of another trial of this sweep with the same config, seed included (a
+    sampler may propose a choice it proposed before). A run is deterministic for its config and
+    seed on one machine with the same threads, so training it again would repeat it."""
+    from rapidrl.bench.runner import run_state
+
+    for other in sorted(trial_dir.parent.glob(f"*/{name}.config.json")):
+        if other.parent == trial_dir:
+            continue
+        try:
+            if json.loads(other.read_text()) != fields:
+                continue
+        except (OSError, ValueError):
+            continue
+        if run_state(other.parent / name) == "done":
+            return other.parent / name
+    return None
+
+
 def run_trial(
     spec: SweepSpec, params: dict[str, Any], trial_dir: Path, report: Any
 ) -> dict[str, Any]:
@@ -109,19 +129,23 @@ def run_trial(
     process writing its own run dir in ``trial_dir``) and return its result. ``report(metrics)``
     gets every metrics row of the first run (``frames``, ``curve``) and the final result (Tune's
     ``tune.report``). A run dir holding a finished run is kept; one with a checkpoint resumes (a
-    sweep started again). A trainer that fails raises ``RuntimeError`` with its log's tail."""
+    sweep started again); one that another trial already ran with the same config and seed is
+    copied from it, not trained again (``reused`` in the result names those runs). A trainer
+    that fails raises ``RuntimeError`` with its log's tail."""
     from rapidrl.bench.runner import run_training, trainer_argv
     from rapidrl.train.metrics import read_metrics
     from rapidrl.train.run import RunDir
 
     runs = [(env, seed) for seed in spec.seeds for env in spec.envs]
+    reused: list[str] = []
     scores: dict[int, list[float]] = {}
-    frames_total, seconds_total = 0, 0.0
+    frames_total, seconds_total, frames_reused = 0, 0.0, 0
     for i, (env, seed) in enumerate(runs):
         cfg = trial_config(spec, params, env, seed)
         name = f"{_slug(env)}-seed-{seed}"
         run_dir, log = trial_dir / name, trial_dir / f"{name}.log"
         summary_path = run_dir / "summary.json"
+        was_reused = False
         done = summary_path.exists() and json.loads(summary_path.read_text()).get(
             "stop_reason"
         ) not in (None, "interrupted")
@@ -143,6 +167,13 @@ def run_trial(
                 config = trial_dir / f"{name}.config.json"
                 config.write_text(json.dumps(fields, indent=1) + "\n")
                 cmd = trainer_argv(spec.algo, "--config", str(config), "--run-dir", str(run_dir))
+                twin = _same_run_elsewhere(trial_dir, name, fields)
+                if twin is not None:
+                    if run_dir.exists():
+                        shutil.rmtree(run_dir)
+                    shutil.copytree(twin, run_dir, ignore=shutil.ignore_patterns("checkpoints"))
+                    reused.append(f"{name} (from trial {twin.parent.name})")
+                    was_reused, cmd = True, None
             base, seen = frames_total, [0]
             unsolved = _unsolved(spec, cfg) if spec.to_score is not None else 0.0
 
@@ -175,12 +206,18 @@ def run_trial(
                             }
                         )
 
-            rc, _ = run_training(cmd, log, 10 * 24 * 3600.0, on_poll=pass_rows)
+            if cmd is None:  # reused: its rows go to the scheduler as if it had just run
+                pass_rows()
+                rc = 0
+            else:
+                rc, _ = run_training(cmd, log, 10 * 24 * 3600.0, on_poll=pass_rows)
             if rc != 0 or not summary_path.exists():
                 tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
                 raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; {log}:\n{tail}")
         summary = json.loads(summary_path.read_text())
         frames_total += int(summary["frames"])
+        if was_reused:
+            frames_reused += int(summary["frames"])
         seconds_total += float(summary["seconds"])
         score = _run_score(spec, run_dir, summary, cfg)
         scores.setdefault(seed, []).append(score)
@@ -192,6 +229,8 @@ def run_trial(
         "score_min": min(per_seed),
         "score_max": max(per_seed),
         "seed_scores": per_seed,
+        "reused": reused,
+        "frames_reused": frames_reused,
         "finished": True,
     }
     report({**result, "curve": result["score"] if spec.to_score is None else float("nan")})
@@ -312,6 +351,8 @@ def summarize(spec: SweepSpec, grid: Any, total_frames: int, wall_s: float) -> d
                 "frames": m.get("frames", 0),
                 "minutes": m.get("minutes"),
                 "stopped_early": not m.get("finished", False) and res.error is None,
+                "reused": list(m.get("reused") or []),
+                "frames_reused": int(m.get("frames_reused") or 0),
                 "error": None if res.error is None else str(res.error).splitlines()[0],
             }
         )
@@ -319,7 +360,7 @@ def summarize(spec: SweepSpec, grid: Any, total_frames: int, wall_s: float) -> d
     done = [r for r in rows if r["score"] is not None and not math.isnan(r["score"])]
     pick = max if spec.mode == "max" else min
     best = pick(done, key=lambda r: r["score"]) if done else None
-    used = sum(int(r["frames"] or 0) for r in rows)
+    used = sum(int(r["frames"] or 0) - r["frames_reused"] for r in rows)  # trained here
     return {
         "spec": {**spec.__dict__, "space": {k: vars(v) for k, v in spec.space.items()}},
         "trials": rows,
@@ -360,6 +401,8 @@ def format_table(result: dict[str, Any]) -> str:
     for r in rows:
         spread = "-" if r["score"] is None else f"{_fmt(r['score_min'])}..{_fmt(r['score_max'])}"
         early = "yes" if r["stopped_early"] else (f"error: {r['error']}" if r["error"] else "no")
+        if r.get("reused"):  # the same config and seed as an earlier trial: copied, not trained
+            early += "; reused " + ", ".join(r["reused"])
         lines.append(
             f"| {r['trial']} | " + " | ".join(_fmt(r["params"].get(k)) for k in keys)
             + f" | {_fmt(r['score'])} | {spread} | {int(r['frames'] or 0):,} | "
