@@ -114,21 +114,12 @@ cfgs = {
             **RUN,
         ),
     ),
-    # lockstep over a first-ready vector env: batches merged into whole vector steps
-    "pqn_async": (
-        train_pqn,
-        dataclasses.replace(
-            QP["cartpole"],
-            backend="async",
-            num_workers=2,
-            max_frames=2048,
-            log_every_frames=512,
-            checkpoint_every_frames=1024,
-            keep_checkpoints=10,
-            **RUN,
-        ),
-    ),
 }
+# PQN in lockstep over a first-ready vector env: batches merged into whole vector steps.
+cfgs["pqn_async"] = (
+    train_pqn,
+    dataclasses.replace(cfgs["pqn"][1], backend="async", num_workers=2, max_frames=2048),
+)
 TIME = {"seconds", "fps", "update_ms", "rollout_s", "update_s"}
 
 

@@ -30,7 +30,9 @@ from rapidrl.vector.autotune import (
     layout_record,
     measure_layout,
     save_choice,
+    step_until,
     summarize,
+    timed,
 )
 
 PYTHON_BACKENDS = ("serial", "subprocess", "hybrid", "async")
@@ -201,30 +203,19 @@ def measure(
                     ids = info["env_id"]
                     steps += len(ids)
                 return steps
-            while time.perf_counter() < deadline:
-                venv.step(rng.integers(0, n_actions, size=layout.num_envs))
-                steps += layout.num_envs
-            return steps
+            return step_until(venv, layout.num_envs, rng, deadline)
     elif layout.backend.startswith("gym-"):
         venv = _gym_baseline(env_id, layout.num_envs, layout.backend == "gym-async")
-        n_actions = venv.single_action_space.n
         venv.reset(seed=seed)
         build_s = time.perf_counter() - t_build
 
         def run(deadline: float) -> int:
-            steps = 0
-            while time.perf_counter() < deadline:
-                venv.step(rng.integers(0, n_actions, size=layout.num_envs))
-                steps += layout.num_envs
-            return steps
+            return step_until(venv, layout.num_envs, rng, deadline)
     else:
         return measure_layout(env_id, layout, seconds, warmup, seed)
 
     try:
-        run(time.perf_counter() + warmup)
-        t0 = time.perf_counter()
-        steps = run(t0 + seconds)
-        elapsed = time.perf_counter() - t0
+        steps, elapsed = timed(run, seconds, warmup)
     finally:
         venv.close()
     return layout_record(layout, steps, elapsed, steps / elapsed, frameskip, build_s)

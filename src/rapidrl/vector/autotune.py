@@ -34,7 +34,9 @@ __all__ = [
     "layout_record",
     "measure_layout",
     "save_choice",
+    "step_until",
     "summarize",
+    "timed",
 ]
 
 SPIN_S = 0.002  # s: the polling window of the spin layouts (longer than one vector step here)
@@ -164,6 +166,24 @@ def layout_record(
     }
 
 
+def step_until(venv: Any, num_envs: int, rng: np.random.Generator, deadline: float) -> int:
+    """Step every env of a synchronous vector env with random actions until ``deadline``
+    (``time.perf_counter``); the agent steps taken."""
+    n_actions, steps = venv.single_action_space.n, 0
+    while time.perf_counter() < deadline:
+        venv.step(rng.integers(0, n_actions, size=num_envs))
+        steps += num_envs
+    return steps
+
+
+def timed(run: Callable[[float], int], seconds: float, warmup: float) -> tuple[int, float]:
+    """``run(deadline)`` for ``warmup`` seconds, then for ``seconds``: (steps, elapsed)."""
+    run(time.perf_counter() + warmup)
+    t0 = time.perf_counter()
+    steps = run(t0 + seconds)
+    return steps, time.perf_counter() - t0
+
+
 def measure_layout(
     env_id: str, layout: Layout, seconds: float, warmup: float = 1.0, seed: int = 0
 ) -> dict[str, Any]:
@@ -195,22 +215,16 @@ def measure_layout(
 
         def run(deadline: float) -> int:
             nonlocal ids
-            steps = 0
             if synchronous:
-                while time.perf_counter() < deadline:
-                    venv.step(rng.integers(0, n_actions, size=layout.num_envs))
-                    steps += layout.num_envs
-                return steps
+                return step_until(venv, layout.num_envs, rng, deadline)
+            steps = 0
             while time.perf_counter() < deadline:  # first-ready batches: send to the last ids
                 venv.send(rng.integers(0, n_actions, size=len(ids)), ids)
                 *_, ids = venv.recv()
                 steps += len(ids)
             return steps
 
-        run(time.perf_counter() + warmup)
-        t0 = time.perf_counter()
-        steps = run(t0 + seconds)
-        elapsed = time.perf_counter() - t0
+        steps, elapsed = timed(run, seconds, warmup)
     finally:
         venv.close()
     return layout_record(layout, steps, elapsed, steps / elapsed, frameskip, build_s)
