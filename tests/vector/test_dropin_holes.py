@@ -121,16 +121,17 @@ def _counting_stream(seed: int, steps: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "seed, env_seeds, steps",
+    "seed, env_seeds, width",
     # an int seeds env i with seed + i; a crash in a step restarts the env with its seed of the
-    # last reset + num_envs * restarts, so it cannot replay its episode nor another env's. The
-    # list case stops after one restart: a second would give env 1 seed 3 + 2 * 2 = 7, env 0's
-    # (the shift keeps consecutive seeds apart, not arbitrary lists).
-    [(10, (10, 11), 4), ([7, 3], (7, 3), 2)],
+    # last reset + width * restarts, width being that of the last reset's seeds (num_envs for an
+    # int, max - min + 1 for a list: 5 for [7, 3], whose envs would otherwise meet at 7 = 3 + 2 * 2
+    # after two restarts), so it can replay neither its episode nor another env's.
+    [(10, (10, 11), 2), ([7, 3], (7, 3), 5)],
     ids=["int", "list"],
 )
 @pytest.mark.parametrize("crashing", [0, 1], ids=["in-worker-process", "inline"])
-def test_restart_after_a_crash_keeps_per_env_seeds_distinct(seed, env_seeds, steps, crashing):
+def test_restart_after_a_crash_keeps_per_env_seeds_distinct(seed, env_seeds, width, crashing):
+    steps = 6  # three crashes of the crashing env
     # CountingEnv(crash_at=2) crashes at every 2nd step since it was made (restarts included).
     n = len(env_seeds)
     fns = [functools.partial(CountingEnv, crash_at=2 if i == crashing else None) for i in range(n)]
@@ -143,7 +144,10 @@ def test_restart_after_a_crash_keeps_per_env_seeds_distinct(seed, env_seeds, ste
             crashed = k % 2 == 0
             assert infos["worker_restarted"][crashing] == truncated[crashing] == crashed, k
     seen = np.array(seen)  # [steps + 1, n, 4]
-    restart_seeds = [env_seeds[crashing] + n * r for r in range(1, steps // 2 + 1)]
+    restart_seeds = [env_seeds[crashing] + width * r for r in range(1, steps // 2 + 1)]
+    # what the other env would take if it crashed as often: none of it may meet the crashing one's
+    other = [env_seeds[1 - crashing] + width * r for r in range(1, steps // 2 + 1)]
+    assert not set(restart_seeds) & {*env_seeds, *other}, (restart_seeds, other)
     all_seeds = [*env_seeds, *restart_seeds]
     first_obs = [_counting_stream(s, 0)[0] for s in all_seeds]
     # every seed gives a different first observation, so each check below tells seeds apart

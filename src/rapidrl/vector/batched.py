@@ -554,11 +554,17 @@ class BatchedVectorEnv(VectorEnv):
 
     def _restart_seed(self, w: Worker, cmd: str | None) -> int | list[int | None] | None:
         """Seed for a restarted worker's reset: distinct, reproducible seeds for the new episodes
-        (those of the last reset, shifted by ``num_envs`` per restart when a step crashed)."""
+        (those of the last reset, shifted per restart when a step crashed). The shift is the
+        width of the last reset's seeds (``num_envs`` for an int seed, which gives env ``i`` seed
+        ``seed + i``; ``max - min + 1`` for a list, at least ``num_envs``), so a restarted env never
+        takes the seed of another env or of an earlier restart."""
         seed = self._seed
-        shift = self.num_envs * w.restarts if cmd == "step" else 0
         if isinstance(seed, list):
+            given = [s for s in seed if s is not None]
+            width = max(self.num_envs, max(given) - min(given) + 1) if given else 0
+            shift = width * w.restarts if cmd == "step" else 0
             return [None if s is None else s + shift for s in seed[w.start : w.stop]]
+        shift = self.num_envs * w.restarts if cmd == "step" else 0
         return None if seed is None else seed + shift
 
     def _no_ends(self, n: int) -> np.ndarray:
