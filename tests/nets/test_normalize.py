@@ -39,6 +39,30 @@ def test_uint8_frames_are_summed_in_chunks_exactly():
     np.testing.assert_allclose(rms.var.numpy(), ref.var(0), rtol=1e-5)
 
 
+def test_normalize_in_chunks_equals_the_formula_in_any_layout_and_dtype():
+    """normalize runs in place over chunks of rows: the same values as the formula written out,
+    channels-last frames stay channels-last, bf16 output is the float32 result rounded once,
+    and the input is not touched (a float32 input included)."""
+    rng = np.random.default_rng(3)
+    frames = torch.as_tensor(rng.integers(0, 256, size=(300, 2, 52, 52), dtype=np.uint8))
+    rms = RunningMeanStd((2, 52, 52), clip=5.0)
+    rms.update(frames[:100])
+    mean, std = rms.mean.float(), (rms.var + rms.eps).sqrt().float()
+    expected = ((frames.float() - mean) / std).clamp(-5.0, 5.0)
+    assert torch.equal(rms.normalize(frames), expected)  # 300 rows: several chunks
+    cl = frames.contiguous(memory_format=torch.channels_last)
+    out = rms.normalize(cl)
+    assert out.is_contiguous(memory_format=torch.channels_last) and torch.equal(out, expected)
+    assert torch.equal(rms.normalize(frames, torch.bfloat16), expected.to(torch.bfloat16))
+    values = torch.as_tensor(rng.normal(2.0, 3.0, size=(7, 5)), dtype=torch.float32)
+    kept = values.clone()
+    v = RunningMeanStd(())
+    v.update(values.reshape(-1))
+    want = (kept - v.mean.float()) / (v.var + v.eps).sqrt().float()
+    assert torch.equal(v.normalize(values), want) and torch.equal(values, kept)
+    assert torch.equal(v.normalize(values[0, 0]), want[0, 0])  # a 0-d tensor
+
+
 def test_normalize_clamps_and_denormalize_inverts():
     rms = RunningMeanStd((), clip=2.0)
     rms.update(torch.tensor([1.0, 3.0]))  # mean ~2, var ~1

@@ -114,11 +114,13 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         if self.channels_last:
             self.to(memory_format=torch.channels_last)
 
-    def _in(self, obs: torch.Tensor) -> torch.Tensor:
-        obs = self.normalize_obs(obs)
+    def _in(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         if self.channels_last and obs.dim() == 4:
-            return obs.contiguous(memory_format=torch.channels_last)
-        return obs
+            # The layout first, while the frames are uint8 (a quarter of the bytes): the
+            # normalization keeps it.
+            obs = obs.contiguous(memory_format=torch.channels_last)
+            return self.normalize_obs(obs, dtype).contiguous(memory_format=torch.channels_last)
+        return self.normalize_obs(obs, dtype)
 
     def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits [n, A], head values [n])``: the values as the critic head gives them
@@ -161,9 +163,12 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         """``obs`` converted once for many forward passes (the PPO epochs over one rollout):
         channels-last, normalized with ``obs_norm`` and, for a Nature-CNN torso, scaled to its
         compute dtype. Forward passes on the result equal those on ``obs``."""
-        obs = self._in(obs)
-        # A separate critic torso is a copy of this one (use_precision sets both alike).
-        return self.torso.prepare(obs) if isinstance(self.torso, ConvTorso) else obs
+        if not isinstance(self.torso, ConvTorso):
+            return self._in(obs)
+        # Normalized frames come out in the torso's compute dtype, so the bf16 cast is not a
+        # pass of its own. A separate critic torso is a copy of this one (use_precision sets
+        # both alike).
+        return self.torso.prepare(self._in(obs, self.torso.compute_dtype or torch.float32))
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> FFEvalOutput:
         """What the PPO loss needs: log-prob of ``actions``, entropy, values (the head's
