@@ -128,6 +128,7 @@ def _processes() -> tuple[psutil.Process, list[psutil.Process]]:
 def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any]:
     """Build the trainer, run and measure it (see the module docstring); return the record."""
     from rapidrl.train.loop import (
+        keep_freed_memory,
         num_threads,
         probe_env,
         resolve_device,
@@ -155,6 +156,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     cfg.validate()
     algo = algorithm(cfg)
     device = resolve_device(cfg.device)
+    keep_freed_memory()  # as the trainers do
     timer = PhaseTimer()
     iterations = []
     with num_threads(cfg.torch_threads or os.cpu_count() or 1):
