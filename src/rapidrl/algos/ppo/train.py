@@ -103,6 +103,9 @@ __all__ = [
 
 # ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
 LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
+# lean's KL-adaptive rate capped at its start (3e-4): with the 0.01 cap the recurrent policy did
+# not learn Pong in 6M frames, capped it did (docs/results/pong_ppo_lstm_lean_zen5).
+LSTM_PRESETS["lean"] = dataclasses.replace(LSTM_PRESETS["lean"], lr_max=PRESETS["lean"].lr)
 
 
 # --------------------------------------------------------------------------------------------
