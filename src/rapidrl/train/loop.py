@@ -1,7 +1,7 @@
 """What every trainer needs before and around its loop, the same for each algorithm: the device,
-torch thread counts, malloc's heap kept (:func:`keep_freed_memory`), the env probe (spaces, make_env options, frame skip, the stop score
-``"auto"``), the env seeds of a (re)start, and :func:`start_run` (the run dir made or reopened,
-the learner started on it). The session around the loop is :mod:`rapidrl.train.session`, the
+torch thread counts, malloc's heap kept (:func:`keep_freed_memory`), the env probe (spaces,
+make_env options, frame skip, the stop score ``"auto"``), the env seeds of a (re)start, and
+:func:`start_run` (the run dir made or reopened, the learner started on it). The session around the loop is :mod:`rapidrl.train.session`, the
 command line :mod:`rapidrl.train.cli`, the loop itself :mod:`rapidrl.train.runner`.
 """
 
@@ -201,7 +201,8 @@ _KEEP_ENV = "RAPIDRL_MALLOC"  # "default": leave malloc as it is
 def keep_freed_memory() -> bool:
     """Have glibc's malloc serve every allocation from its heap and keep freed memory there (up
     to 1 GiB beyond what is in use), for this process; True when set. Off with
-    ``RAPIDRL_MALLOC=default``; nothing happens where the C library is not glibc.
+    ``RAPIDRL_MALLOC=default``; nothing happens where the C library is not glibc. A request the
+    heap cannot grow to still gets a mapping (glibc falls back to mmap when brk fails).
 
     Why: an update on CPU allocates and frees tensors of 20-50 MB in every minibatch (a gathered
     minibatch of frames, the first convolution's activations and their gradients). glibc serves
