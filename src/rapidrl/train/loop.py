@@ -1,8 +1,9 @@
 """What every trainer needs before and around its loop, the same for each algorithm: the device,
 torch thread counts, malloc's heap kept (:func:`keep_freed_memory`), the env probe (spaces,
 make_env options, frame skip, the stop score ``"auto"``), the env seeds of a (re)start, and
-:func:`start_run` (the run dir made or reopened, the learner started on it). The session around the loop is :mod:`rapidrl.train.session`, the
-command line :mod:`rapidrl.train.cli`, the loop itself :mod:`rapidrl.train.runner`.
+:func:`start_run` (the run dir made or reopened, the learner started on it). The session around
+the loop is :mod:`rapidrl.train.session`, the command line :mod:`rapidrl.train.cli`, the loop
+itself :mod:`rapidrl.train.runner`.
 """
 
 from __future__ import annotations
