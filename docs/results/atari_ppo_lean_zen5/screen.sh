@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Issue 35's 1-seed screen, from the worktree at a fixed commit (739cb6e). One run at a time.
+# Issue 35's suite, PPO lean. Seed 1 ran at 739cb6e (screen_739cb6e.sh); from 2026-11-26 20:40
+# the worktree at d26caae (same learning bit for bit, faster: kept malloc heap, chunked
+# normalization). One run at a time.
 set -u
-cd /work/suite-wt
-. .venv/bin/activate
-run() { # out-dir game extra...
-  local out=$1 game=$2; shift 2
-  echo "$(date -u +%FT%TZ) start $out $game $*"
-  rapidrl bench atari --games "$game" --algos ppo:lean --seeds 1 --max-frames 10000000 \
+cd /work/fast-wt
+. /work/main/.venv/bin/activate
+export PYTHONPATH=/work/fast-wt/src
+run() { # out-dir game seed extra...
+  local out=$1 game=$2 seed=$3; shift 3
+  echo "$(date -u +%FT%TZ) start $out $game seed $seed $*"
+  rapidrl bench atari --games "$game" --algos ppo:lean --seeds "$seed" --max-frames 10000000 \
     --out-dir "/work/suites/$out" -- "$@"
-  echo "$(date -u +%FT%TZ) end $out $game rc=$?"
+  echo "$(date -u +%FT%TZ) end $out $game seed $seed rc=$?"
 }
-run lean52x2 breakout
-run lean52x2 qbert
-run lean52x2 name_this_game
-run lean52x2 phoenix
-run lean84x4 breakout --obs-size 84 --frame-stack 4
+for seed in 1 2 3; do
+  for game in breakout qbert name_this_game phoenix battle_zone double_dunk; do
+    run lean52x2 $game $seed
+  done
+done
+run lean84x4 breakout 1 --obs-size 84 --frame-stack 4
