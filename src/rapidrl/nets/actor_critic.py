@@ -119,7 +119,6 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
             # The layout first, while the frames are uint8 (a quarter of the bytes): the
             # normalization keeps it.
             obs = obs.contiguous(memory_format=torch.channels_last)
-            return self.normalize_obs(obs, dtype).contiguous(memory_format=torch.channels_last)
         return self.normalize_obs(obs, dtype)
 
     def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -85,18 +85,15 @@ class RunningMeanStd(nn.Module):
         the same operations in the same order, so the same values bit for bit."""
         mean = self.mean.to(torch.float32)
         std = (self.var + self.eps).sqrt().to(torch.float32)
-        out = torch.empty_like(x, dtype=dtype)
-        if x.dim() == 0:
-            return out.copy_(self._normalize_(x.to(torch.float32, copy=True), mean, std))
-        rows = max(1, 2**19 // max(1, x[0].numel()))
-        for i in range(0, x.shape[0], rows):
-            y = x[i : i + rows].to(torch.float32, copy=True)
-            out[i : i + rows] = self._normalize_(y, mean, std)
-        return out
-
-    def _normalize_(self, y: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-        y.sub_(mean).div_(std)
-        return y if self.clip is None else y.clamp_(-self.clip, self.clip)
+        rows_of = x if x.dim() else x.reshape(1)  # a 0-d tensor as one row
+        out = torch.empty_like(rows_of, dtype=dtype)
+        rows = max(1, 2**19 // max(1, rows_of[0].numel()))
+        for i in range(0, rows_of.shape[0], rows):
+            y = rows_of[i : i + rows].to(torch.float32, copy=True).sub_(mean).div_(std)
+            if self.clip is not None:
+                y.clamp_(-self.clip, self.clip)
+            out[i : i + rows] = y
+        return out.reshape(x.shape)
 
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
         """``y * sqrt(var + eps) + mean`` in float32."""
