@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 35's suite, PPO lean. Seed 1 ran at 739cb6e (screen_739cb6e.sh); from 2026-11-26 20:40
+# Issue 35's suite, PPO lean. Seed 1 ran this loop from a worktree at 739cb6e with its own venv
+# (cd /work/suite-wt; . .venv/bin/activate; no PYTHONPATH); from 2026-11-26 20:56
 # the worktree at d26caae (same learning bit for bit, faster: kept malloc heap, chunked
 # normalization). One run at a time.
 set -u
