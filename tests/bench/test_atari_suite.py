@@ -21,6 +21,7 @@ from rapidrl.bench.atari import (
     reference_scores,
     run_command,
     run_record,
+    suite_medians,
     summarize_suite,
 )
 from rapidrl.bench.runner import run_state
@@ -246,3 +247,45 @@ def test_report_runs_nothing_and_tables_the_finished_runs(tmp_path, monkeypatch,
     assert "| breakout | ppo:lean | 1/1 | 10.03M |" in (tmp_path / "suite.md").read_text()
     assert (tmp_path / "curves-breakout.png").stat().st_size > 0
     assert json.loads((stopped / "summary.json").read_text())["stop_reason"] == "interrupted"
+
+
+def _record(game, label, seed, final):
+    algo, preset = label.split(":")
+    return dict(
+        game=game, algo=algo, preset=preset, seed=seed, return_mean_100=final,
+        best_return_mean_100=final, frames=10_027_008, minutes=17.0, frames_per_second=9_800.0,
+        hns=human_normalized(game, final), stop_reason="max_frames",
+        reference=reference_scores(game, 10_027_008),
+    )  # fmt: skip
+
+
+def test_suite_median_hns_against_dopamine_on_the_same_games():
+    records = [
+        _record("breakout", "ppo:lean", 1, 103.1),
+        _record("breakout", "ppo:lean", 2, 84.8),  # the game's median: 93.95
+        _record("qbert", "ppo:lean", 1, 5_334.5),
+        _record("pong", "ppo:lean", 1, 20.0),
+        _record("pong", "pqn:lean", 1, 10.0),
+    ]
+    summary = summarize_suite(records)
+    lean, pqn = suite_medians(summary)
+    assert (lean["algo"], lean["games"], pqn["games"]) == ("ppo:lean", 3, 1)
+    # Per game (random, human): breakout (1.7, 30.5), qbert (163.9, 13455.0), pong (-20.7, 14.6).
+    breakout, qbert, pong = (93.95 - 1.7) / 28.8, (5_334.5 - 163.9) / 13_291.1, 40.7 / 35.3
+    assert lean["hns"] == pytest.approx(sorted([breakout, qbert, pong])[1])  # Pong's 1.15
+    # Dopamine at 10M frames: DQN 21.5 / 1,658.4 / -4.9, Rainbow 41.9 / 5,353.9 / 15.2.
+    dqn = sorted([19.8 / 28.8, 1_494.5 / 13_291.1, 15.8 / 35.3])[1]
+    rainbow = sorted([40.2 / 28.8, 5_190.0 / 13_291.1, 35.9 / 35.3])[1]
+    assert lean["reference_hns"]["DQN"] == pytest.approx(dqn)
+    assert lean["reference_hns"]["Rainbow"] == pytest.approx(rainbow)
+    assert pqn["hns"] == pytest.approx(30.7 / 35.3)
+    table = format_tables({"cpu": "c", "summary": summary, "runs": records, "argv": ["x"]})
+    assert f"| ppo:lean | 3 | **{lean['hns']:.2f}** | {dqn:.2f} / {rainbow:.2f} |" in table
+
+
+def test_suite_median_hns_has_no_reference_where_a_game_has_none():
+    records = [_record("breakout", "ppo:lean", 1, 50.0), _record("pong", "ppo:lean", 1, 0.0)]
+    records[1]["reference"] = None  # e.g. a budget below Dopamine's first tabulated 1M frames
+    (m,) = suite_medians(summarize_suite(records))
+    assert m["games"] == 2 and m["reference_hns"] == {"DQN": None, "Rainbow": None}
+    assert m["hns"] == pytest.approx(((50.0 - 1.7) / 28.8 + 20.7 / 35.3) / 2)

@@ -77,6 +77,7 @@ __all__ = [
     "recipe_command",
     "reference_scores",
     "run_locally",
+    "suite_medians",
     "summarize_suite",
     "write_results",
 ]
@@ -482,6 +483,33 @@ def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def suite_medians(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per ALGO:PRESET: the median over games of the per-game HNS (each game the median of its
+    seeds), and Dopamine's agents' median HNS over the same games at the frames each game's
+    reference is read at: the one-number comparison of a suite (Atari-5's use of it)."""
+    by_algo: dict[str, list[dict[str, Any]]] = {}
+    for g in summary:
+        if g["hns"] is not None:
+            by_algo.setdefault(g["algo"], []).append(g)
+    out = []
+    for label, games in by_algo.items():
+        refs: dict[str, float | None] = {}
+        for agent in ("DQN", "Rainbow"):
+            scores = [(g["game"], (g["reference"] or {}).get(agent)) for g in games]
+            hns = [human_normalized(game, s) for game, s in scores if s is not None]
+            # Only where the agent has a score for every game: else the medians differ in games.
+            refs[agent] = _median(hns) if len(hns) == len(games) else None
+        out.append(
+            {
+                "algo": label,
+                "games": len(games),
+                "hns": _median([g["hns"] for g in games]),
+                "reference_hns": refs,
+            }
+        )
+    return out
+
+
 def _num(x: float | None, fmt: str = ".1f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
@@ -498,7 +526,8 @@ def _refs(ref: dict[str, Any] | None) -> str:
 
 
 def format_tables(result: dict[str, Any]) -> str:
-    """``suite.md``: the per game x algorithm medians, then every run, the command and CPU."""
+    """``suite.md``: the per game x algorithm medians, each algorithm's median HNS over the
+    games, then every run, the command and CPU."""
     lines = [
         f"rapidrl bench atari, {result['cpu']}",
         "",
@@ -514,6 +543,17 @@ def format_tables(result: dict[str, Any]) -> str:
             f"| {_num(g['minutes'])} | {_num(g['frames_per_second'], ',.0f')} "
             f"| **{_num(g['return_mean_100'])}** | {spread} | {_num(g['hns'], '.2f')} "
             f"| {_num(g['best_return_mean_100'])} | {_refs(g['reference'])} |"
+        )
+    lines += [
+        "",
+        "| algo:preset | games | median HNS | Dopamine DQN / Rainbow, same games and frames |",
+        "| --- | --- | --- | --- |",
+    ]
+    for m in suite_medians(result["summary"]):
+        ref = m["reference_hns"]
+        lines.append(
+            f"| {m['algo']} | {m['games']} | **{_num(m['hns'], '.2f')}** "
+            f"| {_num(ref['DQN'], '.2f')} / {_num(ref['Rainbow'], '.2f')} |"
         )
     lines += [
         "",
@@ -583,6 +623,7 @@ def write_results(
         "runs": records,
         "summary": summarize_suite(records),
     }
+    result["medians"] = suite_medians(result["summary"])
     tmp = out / "suite.json.tmp"
     tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
     os.replace(tmp, out / "suite.json")
