@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -166,6 +167,38 @@ def test_bench_atari_refuses_a_busy_out_dir(tmp_path, capsys):
         assert not (out / "pong").exists()
     finally:
         holder.communicate("", timeout=30)
+
+
+# --------------------------------------------------------------------------------------------
+# A stop signal to every process of the run
+# --------------------------------------------------------------------------------------------
+def test_sigterm_to_the_whole_process_group_leaves_the_checkpoint(tmp_path):
+    """SIGTERM to the trainer's process group (``kill -TERM -PGID``, a job scheduler's stop)
+    reaches its env workers too: they leave it to the trainer, which finishes its step, writes
+    its checkpoint and an ``interrupted`` summary, and the run resumes from there."""
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "rapidrl.cli", "train", "ppo", *CARTPOLE, "--run-dir", str(run)]
+    argv += ["--backend", "hybrid", "--num-workers", "2", "--max-frames", "100000000"]
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, start_new_session=True, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 120
+        while not list_checkpoints(run / "checkpoints") and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted"
+    assert load_latest(run).frames == summary["frames"] > 0
+    more = str(summary["frames"] + 256)
+    assert cli.main(["train", "ppo", "--resume", str(run), "--max-frames", more]) == 0
+    assert json.loads((run / "summary.json").read_text())["frames"] == int(more)
 
 
 # --------------------------------------------------------------------------------------------

@@ -107,6 +107,33 @@ def test_sigkilled_worker_raises_worker_died():
     _assert_gone(pids, shm)
 
 
+def test_workers_leave_stop_signals_to_the_parent():
+    """A Ctrl-C, or a SIGTERM sent to the whole process group, reaches the workers too: they
+    leave it to the parent (which finishes its step, checkpoints, then closes them) and step on,
+    the same steps as a serial vector env."""
+    serial = make_vec(counting_env_fns(4), 4, "serial")
+    venv = make_vec(counting_env_fns(4), 4, "hybrid", num_workers=2, step_timeout=20)
+    pids, shm = venv.worker_pids, venv.shm_name
+    actions = np.array([0, 1, 2, 1])
+    try:
+        serial.reset(seed=0)
+        venv.reset(seed=0)
+        serial.step(actions)
+        venv.step(actions)
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)  # a worker that took either signal's default action is gone by now
+        for _ in range(3):
+            got, want = venv.step(actions), serial.step(actions)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+    finally:
+        venv.close()
+        serial.close()
+    _assert_gone(pids, shm)
+
+
 def test_sigkilled_worker_beside_an_inline_group():
     """The inline group does not hide a dead worker: the sentinel still reports it, and close()
     leaves nothing (processes and the inline group both released)."""

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,11 +42,24 @@ def trainer_argv(algo: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "rapidrl.cli", "train", algo, *args]
 
 
-def _die_with(parent: int) -> None:
-    """In the child, before exec (Linux): have the kernel send it SIGTERM when the bench process
-    dies, however it dies. The trainers take SIGTERM as Ctrl-C (checkpoint and stop), so a killed
-    bench, or a Ray task whose worker died, leaves no orphan training on beside the run that
-    replaces it. Elsewhere (no prctl) a no-op."""
+_STOP_GRACE = 300.0  # s: for a stopped trainer to finish its step and write its checkpoint
+
+
+def _child_setup(parent: int) -> None:
+    """In the child, before exec (POSIX): its own process group, so a Ctrl-C in the terminal or
+    a SIGTERM to the bench's group reaches it once, forwarded by the bench (:class:`_ForwardStops`),
+    not a second time through the group; SIGINT at its default even where the bench ignores it
+    (a background job), since the forwarded stop is a SIGINT; and (Linux) SIGTERM from the kernel
+    when the bench process dies, however it dies. The trainers take both signals as Ctrl-C
+    (checkpoint and stop), so a killed bench, or a Ray task whose worker died, leaves no orphan
+    training on beside the run that replaces it."""
+    os.setpgid(0, 0)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    except ValueError:  # not this interpreter's main thread: the disposition stays inherited
+        pass
+    if not sys.platform.startswith("linux"):
+        return
     try:
         import ctypes
 
@@ -57,6 +71,43 @@ def _die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+_PYTHON_DEFAULTS = (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
+
+
+class _ForwardStops:
+    """While the bench waits for its child (in the main thread; elsewhere a no-op): each SIGINT
+    or SIGTERM the bench gets is passed on to the child as one SIGINT, the trainers' Ctrl-C
+    (the first: finish the step, checkpoint, stop; a second: abort). ``first``: when the first
+    came (monotonic), else None. A signal this process already handles otherwise is left so."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.first: float | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, signum, frame) -> None:
+        if self.first is None:
+            self.first = time.monotonic()
+        try:
+            self.proc.send_signal(signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> _ForwardStops:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # Not a signal that this process already handles its own way (a Ray worker's
+            # SIGTERM, an application's): there the child still stops when this process dies.
+            if signal.getsignal(sig) in _PYTHON_DEFAULTS:
+                self._previous[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+
+
 def run_training(
     cmd: Sequence[str],
     log_path: Path,
@@ -66,10 +117,12 @@ def run_training(
 ) -> tuple[int | None, float]:
     """Run ``cmd`` with stdout and stderr into ``log_path``; kill it after ``limit_seconds`` (a
     hang: the trainers stop themselves at their budget). Returns ``(exit code or None when
-    killed, wall seconds)``. Ctrl-C reaches the child too: it is given a minute to checkpoint.
-    The child is stopped when this process (with prctl: the thread that started it) dies
-    (:func:`_die_with`). ``on_poll()`` is called every ``poll_seconds`` while it runs and once
-    after (e.g. to pass its new metrics rows on)."""
+    killed, wall seconds)``. A Ctrl-C or SIGTERM to the bench (or to its process group) is
+    passed to the child once, which then has :data:`_STOP_GRACE` seconds to checkpoint and
+    stop, and raises ``KeyboardInterrupt`` here after it ended. The child is stopped when this
+    process (with prctl: the thread that started it) dies (:func:`_child_setup`). ``on_poll()``
+    is called every ``poll_seconds`` while it runs and once after (e.g. to pass its new metrics
+    rows on)."""
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     parent = os.getpid()
@@ -78,38 +131,45 @@ def run_training(
             list(cmd),
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=(lambda: _die_with(parent)) if sys.platform == "linux" else None,
+            preexec_fn=(lambda: _child_setup(parent)) if os.name == "posix" else None,
         )
-        try:
-            rc: int | None = _wait(proc, t0 + limit_seconds, on_poll, poll_seconds)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-            rc = None
-        except KeyboardInterrupt:
+        with _ForwardStops(proc) as stops:
             try:
-                proc.wait(timeout=60)
+                rc: int | None = _wait(proc, t0 + limit_seconds, on_poll, poll_seconds, stops)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            raise
+                proc.wait(timeout=30)
+                rc = None
+            except KeyboardInterrupt:  # raised by a SIGINT handler of this process's own
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=_STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+    if stops.first is not None:
+        raise KeyboardInterrupt
     return rc, time.monotonic() - t0
 
 
-def _wait(proc: subprocess.Popen, deadline: float, on_poll, poll_seconds: float) -> int:
-    """``proc.wait`` until ``deadline`` (monotonic), calling ``on_poll`` every ``poll_seconds``
-    (then once more at the end)."""
-    if on_poll is None:
-        return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+def _wait(proc: subprocess.Popen, deadline: float, on_poll, poll_seconds: float, stops) -> int:
+    """``proc.wait`` until ``deadline`` (monotonic; once a stop was forwarded, at most
+    :data:`_STOP_GRACE` after it), calling ``on_poll`` every ``poll_seconds`` (then once more at
+    the end)."""
     while True:
+        if stops.first is not None:
+            deadline = min(deadline, stops.first + _STOP_GRACE)
         left = deadline - time.monotonic()
         try:
             rc = proc.wait(timeout=max(0.0, min(poll_seconds, left)))
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise
-            on_poll()
+            if on_poll is not None:
+                on_poll()
             continue
-        on_poll()
+        if on_poll is not None:
+            on_poll()
         return rc
 
 

@@ -19,9 +19,11 @@ error (multiprocessing prints a wall of "bootstrapping phase" tracebacks, one pe
 with :data:`MAIN_GUARD_EXIT`; the parent, waiting for the worker's handshake, turns that exit
 status into one :class:`~rapidrl.vector.api.MainGuardError` that names the script and the fix.
 
-Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``terminate`` and
-finally ``kill`` the stragglers; the block is unlinked by the parent (and by multiprocessing's
-resource tracker if the parent itself is killed), so no ``/dev/shm`` segment outlives the run.
+Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``kill`` the
+stragglers (workers ignore SIGINT and SIGTERM: a stop signal is the parent's, which checkpoints
+first, :func:`~rapidrl.vector.supervise.leave_stop_signals_to_parent`); the block is unlinked by
+the parent (and by multiprocessing's resource tracker if the parent itself is killed), so no
+``/dev/shm`` segment outlives the run.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import functools
 import multiprocessing
 import pickle
 import select
-import signal
 import sys
 import time
 import traceback
@@ -50,7 +51,12 @@ from rapidrl.vector.batched import (
 )
 from rapidrl.vector.group import EnvGroup
 from rapidrl.vector.step_arrays import StepArrays
-from rapidrl.vector.supervise import LIVENESS_PERIOD, describe_exit, stop_processes
+from rapidrl.vector.supervise import (
+    LIVENESS_PERIOD,
+    describe_exit,
+    leave_stop_signals_to_parent,
+    stop_processes,
+)
 
 _CLOSE_TIMEOUT = 2.0  # s: graceful shutdown budget for all workers together
 _START_TIMEOUT = 60.0  # s: at least this for a worker to start, build its envs and attach
@@ -119,7 +125,7 @@ def _spin_for_message(poller: select.poll, spin: float) -> None:
 
 def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: float = 0.0) -> None:
     """Body of a worker process (see the module docstring for the protocol)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    leave_stop_signals_to_parent()  # Ctrl-C / SIGTERM: the parent checkpoints, then closes us
     group = EnvGroup([], start)
     shm = None
     try:
@@ -315,7 +321,7 @@ class ProcessWorker(Worker):
 
     @staticmethod
     def close_all(workers: Sequence[ProcessWorker], timeout: float = _CLOSE_TIMEOUT) -> None:
-        """Ask every worker to stop, wait for all under one deadline, then terminate/kill."""
+        """Ask every worker to stop, wait for all under one deadline, then kill the rest."""
         workers = [w for w in workers if w.proc is not None]
         stop_processes([w.proc for w in workers], [w.conn for w in workers], ("close",), timeout)
         for w in workers:

@@ -1,8 +1,8 @@
 """Supervising child processes, written once for the vector-env workers
 (:mod:`rapidrl.vector.process`) and the DQN actor processes (:mod:`rapidrl.algos.dqn.actor`):
-how a child ended, in words, and stopping a set of children under one deadline (ask, wait,
-terminate, kill). Waits that poll a pipe also watch the process sentinels and re-check
-``is_alive()`` every :data:`LIVENESS_PERIOD`."""
+how a child ended, in words, the stop signals a child leaves to its parent, and stopping a set
+of children under one deadline (ask, wait, kill). Waits that poll a pipe also watch the process
+sentinels and re-check ``is_alive()`` every :data:`LIVENESS_PERIOD`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["LIVENESS_PERIOD", "describe_exit", "stop_processes"]
+__all__ = ["LIVENESS_PERIOD", "describe_exit", "leave_stop_signals_to_parent", "stop_processes"]
 
 LIVENESS_PERIOD = 0.5  # s: how often a wait re-checks is_alive() on top of the sentinels
+
+
+def leave_stop_signals_to_parent() -> None:
+    """In a child: ignore SIGINT and SIGTERM. A Ctrl-C, or a SIGTERM sent to the whole process
+    group (``kill -TERM -PGID``, ``timeout``, a job scheduler), reaches the parent too, which
+    finishes its step with this child, saves its checkpoint and then closes it; a child that
+    died of the signal first would take that checkpoint with it. The child still ends when the
+    parent closes it, when the parent's pipe ends (the parent died), or by SIGKILL (what
+    :func:`stop_processes` ends with)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def describe_exit(code: int | None) -> str:
@@ -35,7 +46,7 @@ def stop_processes(
 ) -> None:
     """Stop child processes and close their pipes: send ``message`` to each live one (a pipe
     that is already broken is skipped), wait for all of them under one deadline of
-    ``timeout`` seconds, then terminate, then kill whatever is still alive."""
+    ``timeout`` seconds, then kill whatever is still alive."""
     for p, conn in zip(procs, conns):
         if p.is_alive():
             try:
@@ -45,11 +56,7 @@ def stop_processes(
     deadline = time.monotonic() + timeout
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=1.0)
+    for p in procs:  # no SIGTERM first: the children ignore it (leave_stop_signals_to_parent)
         if p.is_alive():
             p.kill()
             p.join(timeout=5.0)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import signal
 import time
 import traceback
 from collections import deque
@@ -43,7 +42,7 @@ import torch
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.train.schedules import linear_schedule
 from rapidrl.vector.step_arrays import block_layout
-from rapidrl.vector.supervise import describe_exit, stop_processes
+from rapidrl.vector.supervise import describe_exit, leave_stop_signals_to_parent, stop_processes
 
 __all__ = ["ActorDiedError", "ActorError", "ActorPool", "SharedArrays", "StepBatch"]
 
@@ -187,7 +186,7 @@ def _load_weights(q: torch.nn.Module, weights: SharedArrays) -> None:
 
 def actor_main(spec: ActorSpec, conn, lock) -> None:
     """Body of an actor process (see the module docstring for the protocol)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's; it stops us
+    leave_stop_signals_to_parent()  # Ctrl-C / SIGTERM: the learner checkpoints, then stops us
     parent = os.getppid()
     ring = weights = envs = None
     try:
