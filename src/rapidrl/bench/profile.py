@@ -266,7 +266,9 @@ def summarize(iterations: list[dict[str, Any]]) -> dict[str, Any]:
         "frames": med(it["frames"] for it in iterations),
         "frames_per_second": med(it["frames"] / it["wall_s"] for it in iterations),
         "phases_s": phases,
-        "unaccounted_s": wall - sum(phases.values()),
+        # Per update, then the median: the medians of the parts need not add up to the median
+        # of the whole, and their difference could come out negative.
+        "unaccounted_s": med(it["wall_s"] - sum(it["phases"].values()) for it in iterations),
         "cpu_main_s": med(it["cpu_main_s"] for it in iterations),
         "cpu_workers_s": med(it["cpu_workers_s"] for it in iterations),
         "core_busy": [med(it["core_busy"][c] for it in iterations) for c in range(cores)],
