@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -108,9 +110,9 @@ def test_sigkilled_worker_raises_worker_died():
 
 
 def test_workers_leave_stop_signals_to_the_parent():
-    """A Ctrl-C, or a SIGTERM sent to the whole process group, reaches the workers too: they
-    leave it to the parent (which finishes its step, checkpoints, then closes them) and step on,
-    the same steps as a serial vector env."""
+    """A Ctrl-C in the terminal or a SIGTERM to the parent's whole process group must not reach
+    the workers (the parent finishes its step, checkpoints, then closes them): they run in their
+    own process groups and ignore SIGINT, and step on, the same steps as a serial vector env."""
     serial = make_vec(counting_env_fns(4), 4, "serial")
     venv = make_vec(counting_env_fns(4), 4, "hybrid", num_workers=2, step_timeout=20)
     pids, shm = venv.worker_pids, venv.shm_name
@@ -121,9 +123,9 @@ def test_workers_leave_stop_signals_to_the_parent():
         serial.step(actions)
         venv.step(actions)
         for pid in pids:
-            os.kill(pid, signal.SIGTERM)
+            assert os.getpgid(pid) == pid != os.getpgrp()
             os.kill(pid, signal.SIGINT)
-        time.sleep(0.5)  # a worker that took either signal's default action is gone by now
+        time.sleep(0.5)  # a worker that took SIGINT's default action is gone by now
         for _ in range(3):
             got, want = venv.step(actions), serial.step(actions)
             np.testing.assert_array_equal(got[0], want[0])
@@ -132,6 +134,29 @@ def test_workers_leave_stop_signals_to_the_parent():
         venv.close()
         serial.close()
     _assert_gone(pids, shm)
+
+
+def test_exit_without_close_ends_the_workers(tmp_path):
+    """A script that exits without ``close()`` and whose vector env's own finalizer came too
+    late: multiprocessing's exit hook terminates the daemonic workers (SIGTERM) and joins them;
+    the interpreter exits instead of waiting on them forever."""
+    script = tmp_path / "no_close.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from rapidrl.vector import make_vec\n"
+        "from rapidrl.vector.testing import counting_env_fns\n"
+        "if __name__ == '__main__':\n"
+        "    venv = make_vec(counting_env_fns(4), 4, 'hybrid', num_workers=2)\n"
+        "    venv.reset(seed=0)\n"
+        "    venv._finalizer.detach()  # as if it ran after multiprocessing's exit hook\n"
+        "    print(*venv.worker_pids, flush=True)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    for pid in map(int, proc.stdout.split()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_sigkilled_worker_beside_an_inline_group():

@@ -19,9 +19,10 @@ error (multiprocessing prints a wall of "bootstrapping phase" tracebacks, one pe
 with :data:`MAIN_GUARD_EXIT`; the parent, waiting for the worker's handshake, turns that exit
 status into one :class:`~rapidrl.vector.api.MainGuardError` that names the script and the fix.
 
-Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``kill`` the
-stragglers (workers ignore SIGINT and SIGTERM: a stop signal is the parent's, which checkpoints
-first, :func:`~rapidrl.vector.supervise.leave_stop_signals_to_parent`); the block is unlinked by
+Shutdown: ``("close",)`` to every worker, join them all under one deadline, then ``terminate``
+and finally ``kill`` the stragglers. Workers run in their own process group and ignore SIGINT, so
+a stop signal to the parent's group is the parent's to handle: it checkpoints first
+(:func:`~rapidrl.vector.supervise.leave_stop_signals_to_parent`). The block is unlinked by
 the parent (and by multiprocessing's resource tracker if the parent itself is killed), so no
 ``/dev/shm`` segment outlives the run.
 """
@@ -125,7 +126,7 @@ def _spin_for_message(poller: select.poll, spin: float) -> None:
 
 def worker_main(conn, payload: bytes, index: int, start: int, stop: int, spin: float = 0.0) -> None:
     """Body of a worker process (see the module docstring for the protocol)."""
-    leave_stop_signals_to_parent()  # Ctrl-C / SIGTERM: the parent checkpoints, then closes us
+    leave_stop_signals_to_parent()  # signals to the parent's group: it checkpoints, then closes us
     group = EnvGroup([], start)
     shm = None
     try:
@@ -321,7 +322,7 @@ class ProcessWorker(Worker):
 
     @staticmethod
     def close_all(workers: Sequence[ProcessWorker], timeout: float = _CLOSE_TIMEOUT) -> None:
-        """Ask every worker to stop, wait for all under one deadline, then kill the rest."""
+        """Ask every worker to stop, wait for all under one deadline, then terminate/kill."""
         workers = [w for w in workers if w.proc is not None]
         stop_processes([w.proc for w in workers], [w.conn for w in workers], ("close",), timeout)
         for w in workers:

@@ -1,11 +1,12 @@
 """Supervising child processes, written once for the vector-env workers
 (:mod:`rapidrl.vector.process`) and the DQN actor processes (:mod:`rapidrl.algos.dqn.actor`):
 how a child ended, in words, the stop signals a child leaves to its parent, and stopping a set
-of children under one deadline (ask, wait, kill). Waits that poll a pipe also watch the process
-sentinels and re-check ``is_alive()`` every :data:`LIVENESS_PERIOD`."""
+of children under one deadline (ask, wait, terminate, kill). Waits that poll a pipe also watch
+the process sentinels and re-check ``is_alive()`` every :data:`LIVENESS_PERIOD`."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -17,14 +18,16 @@ LIVENESS_PERIOD = 0.5  # s: how often a wait re-checks is_alive() on top of the 
 
 
 def leave_stop_signals_to_parent() -> None:
-    """In a child: ignore SIGINT and SIGTERM. A Ctrl-C, or a SIGTERM sent to the whole process
-    group (``kill -TERM -PGID``, ``timeout``, a job scheduler), reaches the parent too, which
-    finishes its step with this child, saves its checkpoint and then closes it; a child that
-    died of the signal first would take that checkpoint with it. The child still ends when the
-    parent closes it, when the parent's pipe ends (the parent died), or by SIGKILL (what
-    :func:`stop_processes` ends with)."""
+    """In a child: leave the parent's process group (POSIX) and ignore SIGINT. A Ctrl-C in the
+    terminal, or a SIGTERM sent to the whole group (``kill -TERM -PGID``, ``timeout``), reaches
+    the parent alone, which finishes its step with this child, saves its checkpoint and then
+    closes it; a child that died of the signal first would take that checkpoint with it. A
+    signal sent to the child itself still acts (multiprocessing's exit hook terminates daemonic
+    children with SIGTERM; :func:`stop_processes` ends with SIGKILL), and the child ends when
+    the parent's pipe ends (the parent died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if hasattr(os, "setpgid"):
+        os.setpgid(0, 0)
 
 
 def describe_exit(code: int | None) -> str:
@@ -46,7 +49,7 @@ def stop_processes(
 ) -> None:
     """Stop child processes and close their pipes: send ``message`` to each live one (a pipe
     that is already broken is skipped), wait for all of them under one deadline of
-    ``timeout`` seconds, then kill whatever is still alive."""
+    ``timeout`` seconds, then terminate, then kill whatever is still alive."""
     for p, conn in zip(procs, conns):
         if p.is_alive():
             try:
@@ -56,7 +59,11 @@ def stop_processes(
     deadline = time.monotonic() + timeout
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
-    for p in procs:  # no SIGTERM first: the children ignore it (leave_stop_signals_to_parent)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=1.0)
         if p.is_alive():
             p.kill()
             p.join(timeout=5.0)

@@ -186,7 +186,7 @@ def _load_weights(q: torch.nn.Module, weights: SharedArrays) -> None:
 
 def actor_main(spec: ActorSpec, conn, lock) -> None:
     """Body of an actor process (see the module docstring for the protocol)."""
-    leave_stop_signals_to_parent()  # Ctrl-C / SIGTERM: the learner checkpoints, then stops us
+    leave_stop_signals_to_parent()  # signals to the learner's group: it checkpoints, then stops us
     parent = os.getppid()
     ring = weights = envs = None
     try:
