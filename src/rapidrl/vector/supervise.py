@@ -26,8 +26,10 @@ def leave_stop_signals_to_parent() -> None:
     children with SIGTERM; :func:`stop_processes` ends with SIGKILL), and the child ends when
     the parent's pipe ends (the parent died)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(os, "setpgid"):
+    try:
         os.setpgid(0, 0)
+    except (AttributeError, OSError):  # no process groups here, or not allowed: stay in the group
+        pass
 
 
 def describe_exit(code: int | None) -> str:
