@@ -160,3 +160,34 @@ def test_pong_worker_uint8():
     assert b.final_obs.dtype == np.uint8
     assert b.meta.frames == 6 * 4  # frame skip 4
     w.close()
+
+
+class _ActOnly(torch.nn.Module):
+    """An actor-critic policy with ``act`` alone (the protocol's minimum)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = AC_CARTPOLE()
+
+    def act(self, obs, epsilon=None):
+        return self.inner.act(obs, epsilon)
+
+
+def test_bootstrap_pass_draws_no_actions():
+    # Two rollouts of 10 steps act exactly as one of 20: the bootstrap pass between them takes
+    # values() alone and leaves the worker's random stream where the 10th action left it.
+    torch.manual_seed(0)
+    weights = weights_to_numpy(AC_CARTPOLE())
+    split, whole = (RolloutWorker("CartPole-v1", AC_CARTPOLE, 2, seed=5) for _ in range(2))
+    for w in (split, whole):
+        w.set_weights(weights, version=1)
+    a, b = split.collect_rollout(10), split.collect_rollout(10)
+    one = whole.collect_rollout(20)
+    assert np.array_equal(np.concatenate([a.actions, b.actions]), one.actions)
+    assert np.array_equal(np.concatenate([a.obs, b.obs]), one.obs)
+    # A policy without values() bootstraps from act()["values"]: the same values.
+    bare = RolloutWorker("CartPole-v1", _ActOnly, 2, seed=5)
+    bare.set_weights({f"inner.{k}": v for k, v in weights.items()}, version=1)
+    c = bare.collect_rollout(10)
+    assert np.array_equal(c.actions, a.actions)
+    np.testing.assert_allclose(c.last_values, a.last_values, rtol=1e-6)

@@ -15,7 +15,13 @@ frames stay uint8: the torso scales them). It returns at least
 - ``"logprobs"`` ``[B]`` and ``"values"`` ``[B]`` -- for PPO collection (``epsilon is None``).
 
 DQN collection passes ``epsilon`` (per env, float32 ``[B]``) and needs only ``"actions"``.
-Extra keys are ignored. Weights travel as the module's ``state_dict()`` (converted to numpy): the
+Extra keys are ignored. Optional::
+
+    values(obs: Tensor[B, *obs_shape]) -> Tensor[B]
+
+the bootstrap values alone (of the observation after a PPO rollout and of each time limit's
+final observation): without it the worker takes ``act(obs, None)["values"]``, which also draws
+actions from the worker's random stream. Weights travel as the module's ``state_dict()`` (converted to numpy): the
 learner keeps an instance built by the same factory, trains it (or the network inside it) and
 hands that module to ``sampler.set_weights``.
 """
@@ -127,6 +133,11 @@ class QLambdaPolicy(nn.Module):
         actions = epsilon_greedy_torch(greedy, self.epsilon.item(), self.n_actions)
         return {"actions": actions, "logprobs": torch.zeros_like(max_q), "values": max_q}
 
+    @torch.no_grad()
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Each observation's max-Q ``[B]``, without acting (the bootstrap pass)."""
+        return self.q(obs).float().max(dim=1).values
+
 
 class ActorCriticPolicy(nn.Module):
     """Categorical sampling over ``net(obs) -> (logits [B, A], values [B] or [B, 1])``."""
@@ -142,6 +153,11 @@ class ActorCriticPolicy(nn.Module):
         actions = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
         logprobs = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return {"actions": actions, "logprobs": logprobs, "values": values.reshape(-1)}
+
+    @torch.no_grad()
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs) [B]``, without sampling actions (the bootstrap pass)."""
+        return self.net(obs)[1].reshape(-1)
 
 
 class _ActorCriticNet(nn.Module):

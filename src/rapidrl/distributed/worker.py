@@ -190,6 +190,14 @@ class RolloutWorker:
             self._rng_state = torch.get_rng_state()
         return out
 
+    def _values(self, obs: np.ndarray) -> np.ndarray:
+        """The policy's values of ``obs`` ``[B]`` float32: its ``values()`` where it has one
+        (no action drawn, the random stream untouched), else ``act()["values"]``."""
+        if not callable(getattr(self.policy, "values", None)):
+            return self._act(obs, None)["values"].numpy().astype(np.float32)
+        with torch.no_grad():
+            return self.policy.values(torch.from_numpy(obs)).float().numpy()
+
     def _meta(self, steps: int, seconds: float, rets: list, lens: list) -> BatchMeta:
         meta = BatchMeta(
             worker_id=self.worker_id,
@@ -323,7 +331,7 @@ class RolloutWorker:
         # final observations of the truncated episodes.
         last_obs = self.obs.copy()
         both = np.concatenate([last_obs, *boot_obs]) if boot_obs else last_obs
-        v = self._act(both, None)["values"].numpy().astype(np.float32)
+        v = self._values(both)
         if boot_t:
             final_values[np.asarray(boot_t), np.asarray(boot_env)] = v[n:]
         return RolloutBatch(
