@@ -33,6 +33,7 @@ from rapidrl.algos.ppo.learner import (
 )
 from rapidrl.algos.ppo.train import LSTM_PRESETS, train
 from rapidrl.envs.memory import CARTPOLE_NO_VEL, MemoryEnvFactory
+from rapidrl.nets.compiled import cpp_compiler
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import config_from_dict, load_latest, read_metrics
 from rapidrl.train.testing import assert_same
@@ -596,6 +597,25 @@ def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path):
     assert strip_time(rows_full[:3]) == strip_time(rows_part[:3])
 
 
+@pytest.mark.slow  # three compiles (the first cold, ~10-20 s on 2 cores)
+@pytest.mark.skipif(cpp_compiler() is None, reason="torch.compile on CPU needs a C++ compiler")
+def test_compiled_run_stops_and_resumes_exactly_and_saves_the_eager_net(tmp_path):
+    tiny = {**TINY_PONG, "max_frames": 512, "checkpoint_every_frames": 256}
+    cfg = dataclasses.replace(PRESETS["lean"], precision="fp32", compile=True, **tiny)
+    full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
+    train(dataclasses.replace(cfg, run_dir=str(full)))
+    train(dataclasses.replace(cfg, run_dir=str(part), max_frames=256))
+    ck = "checkpoints/ckpt-000000000256.pt"  # the stopped run's = the uninterrupted run's
+    assert_same(ckpt_payload(full / ck), ckpt_payload(part / ck))
+    shutil.copytree(part, twin)  # resuming the same checkpoint twice gives the same run
+    for d in (part, twin):
+        assert train(dataclasses.replace(cfg, resume=str(d)))["frames"] == 512
+    end = "checkpoints/ckpt-000000000512.pt"
+    assert_same(ckpt_payload(part / end), ckpt_payload(twin / end))
+    assert strip_time(rows_of(part)[1]) == strip_time(rows_of(twin)[1])
+    make_policy(cfg, (2, 52, 52), 6).load_state_dict(load_latest(full).state["net"])
+
+
 def test_kl_adaptive_rate_follows_the_minibatch_kl():
     cfg = dataclasses.replace(
         PRESETS["cartpole"], anneal_lr=False, kl_adaptive_lr=0.01, lr=1e-3, lr_min=1e-4, lr_max=2e-3
@@ -745,6 +765,7 @@ def test_help_lists_every_field(capsys, command):
         (["--obs-size", "4", "--torso", "small"], "--obs-size must be >= 8"),
         (["--preset", "cartpole", "--obs-norm"], "--obs-norm normalizes image frames"),
         (["--preset", "cartpole", "--recurrent", "--obs-norm"], "--obs-norm normalizes image"),
+        (["--recurrent", "--compile"], "--compile compiles the feed-forward net"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):
@@ -752,6 +773,16 @@ def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, mess
     assert cli.main(["train", "ppo", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_compile_without_a_cpp_compiler_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++ on it
+    monkeypatch.delenv("CXX", raising=False)
+    assert cli.main(["train", "ppo", "--compile", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--compile needs a C++ compiler" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
 
 

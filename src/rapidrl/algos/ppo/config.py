@@ -37,6 +37,7 @@ from typing import Literal
 import tyro
 
 from rapidrl.config import ConfigError, Precision, RayTrainerConfig, need
+from rapidrl.nets.compiled import cpp_compiler
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -141,6 +142,10 @@ class PPOConfig(RayTrainerConfig):
     act_threads: int = 0
     """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
     threads on CPU, and contended threads stall the env workers)."""
+    compile: bool = False
+    """torch.compile the feed-forward net's forward passes (acting and the update), which fuses
+    the element-wise work around the convolutions; the first update pays the compile (seconds,
+    cached on disk for later runs). Needs a C++ compiler on the CPU."""
 
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 10_000_000
@@ -252,6 +257,17 @@ class PPOConfig(RayTrainerConfig):
             )
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
         need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
+        if self.compile:
+            need(
+                not self.recurrent,
+                "--compile compiles the feed-forward net; drop it with --recurrent (ppo-lstm)",
+            )
+            need(
+                self.device.startswith("cuda") or cpp_compiler() is not None,
+                "--compile needs a C++ compiler for torch.compile's CPU kernels and none was "
+                "found (CXX, g++, c++, clang++): install one (e.g. apt install g++) or drop "
+                "--compile",
+            )
         self._validate_ray(need)
 
     def _validate_ray(self, need) -> None:

@@ -27,6 +27,7 @@ from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.losses import ppo_loss
 from rapidrl.config import ConfigError
 from rapidrl.nets.actor_critic import ActorCritic, orthogonal_init
+from rapidrl.nets.compiled import compile_methods
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.nets.torso import make_torso, resolve_precision, use_channels_last, use_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
@@ -60,6 +61,7 @@ RESUME_IGNORE_FIELDS = (
     "act_threads",
     "sequence_mode",  # the three modes compute the same function
     "fused_adam",  # the same Adam state either way
+    "compile",  # the same net and state, compiled or not
     "tensorboard",
     "score_window",
     # Ray: another cluster or worker layout does not change what the learner's state means.
@@ -399,6 +401,8 @@ class PPOLearner(RolloutLearner):
         super().__init__(cfg, device, _zero_acc())
         self.ent_coef = cfg.ent_coef  # of the latest update (ent_coef_at its frames)
         self.net = make_policy(cfg, obs_shape, n_actions, self.device).to(self.device)
+        if cfg.compile:  # acting (forward) and the update's evaluate; value() stays eager
+            compile_methods(self.net, "forward", "evaluate")
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam
         )
