@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from rapidrl.algos.ppo.config import PRESETS
 from rapidrl.algos.ppo.learner import make_policy
@@ -31,6 +32,7 @@ def test_compiled_lean_net_equals_the_eager_one():
     keys = list(eager.state_dict())
     compile_methods(comp, "forward", "evaluate")
     assert list(comp.state_dict()) == keys  # checkpoints and published weights unchanged
+    graphs = counters["stats"]["unique_graphs"]
 
     with torch.no_grad():  # acting: forward on raw uint8 frames
         for a, b in zip(eager(obs), comp(obs)):
@@ -48,3 +50,4 @@ def test_compiled_lean_net_equals_the_eager_one():
         torch.testing.assert_close(getattr(out, name), getattr(ref, name), rtol=1e-5, atol=1e-5)
     for ge, gc in zip(*grads):
         torch.testing.assert_close(gc, ge, rtol=1e-4, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] >= graphs + 2  # forward and evaluate did compile
