@@ -21,9 +21,11 @@ Extra keys are ignored. Optional::
 
 the bootstrap values alone (of the observation after a PPO rollout and of each time limit's
 final observation): without it the worker takes ``act(obs, None)["values"]``, which also draws
-actions from the worker's random stream. Weights travel as the module's ``state_dict()`` (converted to numpy): the
-learner keeps an instance built by the same factory, trains it (or the network inside it) and
-hands that module to ``sampler.set_weights``.
+actions from the worker's random stream.
+
+Weights travel as the module's ``state_dict()`` (converted to numpy): the learner keeps an
+instance built by the same factory, trains it (or the network inside it) and hands that module
+to ``sampler.set_weights``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ little of it.
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import torch
@@ -22,8 +23,6 @@ __all__ = ["compile_methods", "cpp_compiler"]
 def cpp_compiler() -> str | None:
     """The C++ compiler inductor builds its CPU kernels with (``CXX``, else ``g++``/``c++``/
     ``clang++`` on ``PATH``), or None where there is none."""
-    import os
-
     for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
         if name and shutil.which(name):
             return name

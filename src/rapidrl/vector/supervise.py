@@ -64,8 +64,9 @@ def stop_processes(
     for p in procs:
         if p.is_alive():
             p.terminate()
+    deadline = time.monotonic() + 1.0  # one second for all of them, not one each
     for p in procs:
-        p.join(timeout=1.0)
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()
             p.join(timeout=5.0)
