@@ -20,7 +20,7 @@ from torch import nn
 
 from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
 from rapidrl.nets.normalize import NormalizedActorCritic
-from rapidrl.nets.torso import ConvTorso, make_torso
+from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
 
@@ -71,6 +71,8 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
             some CPUs); inputs are converted in ``forward``.
         torso_kind: the image torso when ``torso`` is None: ``nature`` or ``small`` (see
             :func:`rapidrl.nets.torso.make_torso`).
+        torso_channels: the nature torso's convolution widths (when ``torso`` is None).
+        torso_dim: the built torso's output features (None: its default, nature 512).
         obs_norm: image observations only: each pixel of the stack normalized by its running
             mean and standard deviation (``obs_rms``) instead of scaled to [0, 1]; a float
             input is taken as already normalized (what :meth:`prepare` returns). See
@@ -94,6 +96,8 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         orthogonal: bool = True,
         channels_last: bool = False,
         torso_kind: str = "nature",
+        torso_channels: tuple[int, int, int] = NATURE_CHANNELS,
+        torso_dim: int | None = None,
         obs_norm: bool = False,
         value_norm: bool = False,
     ):
@@ -101,7 +105,11 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         self.obs_shape = tuple(obs_shape)
         self.num_actions = int(num_actions)
         self.init_normalizers(self.obs_shape, obs_norm=obs_norm, value_norm=value_norm)
-        self.torso = make_torso(self.obs_shape, kind=torso_kind) if torso is None else torso
+        if torso is None:
+            torso = make_torso(
+                self.obs_shape, out_dim=torso_dim, kind=torso_kind, channels=torso_channels
+            )
+        self.torso = torso
         if orthogonal:
             orthogonal_init(self.torso)
         self.critic_torso = None if shared_torso else copy.deepcopy(self.torso)

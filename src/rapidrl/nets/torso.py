@@ -95,9 +95,14 @@ def _with_norm(
     return [layer, activation()]
 
 
+NATURE_CHANNELS = (32, 64, 64)
+"""The Nature-DQN torso's convolution widths."""
+
+
 class NatureCNN(ConvTorso):
     """The Nature-DQN convolutional torso: conv(32, 8x8, /4), conv(64, 4x4, /2), conv(64, 3x3),
-    linear(out_dim), ReLU; ``[B, C, H, W]`` uint8 -> ``[B, out_dim]``.
+    linear(out_dim), ReLU; ``[B, C, H, W]`` uint8 -> ``[B, out_dim]``. ``channels`` sets the
+    three convolutions' widths (the same layers, narrower: fewer multiply-adds per sample).
 
     ``input_hw`` sizes the linear layer: 84x84 (the DQN protocol) flattens 64 x 7 x 7; 64x64
     flattens 64 x 4 x 4, which with the same convolutions costs about 0.45x the multiply-adds
@@ -114,13 +119,16 @@ class NatureCNN(ConvTorso):
         out_dim: int = 512,
         input_hw: tuple[int, int] = (84, 84),
         layer_norm: bool = False,
+        channels: tuple[int, int, int] = NATURE_CHANNELS,
     ):
         super().__init__()
         self.out_dim = out_dim
+        if len(channels) != 3 or min(channels) < 1:
+            raise ValueError(f"NatureCNN needs 3 positive conv widths, got {tuple(channels)}")
         h, w = input_hw
         layers: list[nn.Module] = []
         c = in_channels
-        for out_c, k, s in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+        for out_c, k, s in zip(channels, (8, 4, 3), (4, 2, 1)):
             h, w = _conv_out(h, k, s), _conv_out(w, k, s)
             if h < 1 or w < 1:
                 raise ValueError(
@@ -130,7 +138,7 @@ class NatureCNN(ConvTorso):
             layers += _with_norm(nn.Conv2d(c, out_c, k, stride=s), [out_c, h, w], layer_norm)
             c = out_c
         layers.append(nn.Flatten())
-        layers += _with_norm(nn.Linear(64 * h * w, out_dim), [out_dim], layer_norm)
+        layers += _with_norm(nn.Linear(c * h * w, out_dim), [out_dim], layer_norm)
         self.net = nn.Sequential(*layers)
 
 
@@ -187,14 +195,20 @@ def make_torso(
     out_dim: int | None = None,
     kind: str = "nature",
     layer_norm: bool = False,
+    channels: tuple[int, int, int] = NATURE_CHANNELS,
 ) -> nn.Module:
     """An image torso for stacks ``[C, H, W]`` (``kind``: ``nature`` = :class:`NatureCNN`,
     ``small`` = :class:`SmallCNN`), an MLP for flat vectors (``kind`` does not apply).
-    ``layer_norm``: a LayerNorm after every layer, before its activation (PQN)."""
+    ``layer_norm``: a LayerNorm after every layer, before its activation (PQN). ``channels``:
+    the nature torso's convolution widths (other torsos: must be left at the default)."""
+    if tuple(channels) != NATURE_CHANNELS and not (len(obs_shape) == 3 and kind == "nature"):
+        raise ValueError(f"conv widths {tuple(channels)} apply to the nature image torso only")
     if len(obs_shape) == 3:
         hw = (int(obs_shape[1]), int(obs_shape[2]))
         if kind == "nature":
-            return NatureCNN(obs_shape[0], out_dim or 512, input_hw=hw, layer_norm=layer_norm)
+            return NatureCNN(
+                obs_shape[0], out_dim or 512, input_hw=hw, layer_norm=layer_norm, channels=channels
+            )
         if kind == "small":
             return SmallCNN(obs_shape[0], out_dim or 256, input_hw=hw, layer_norm=layer_norm)
         raise ValueError(f"unknown torso {kind!r}; choose one of {', '.join(TORSOS)}")

@@ -38,6 +38,7 @@ import tyro
 
 from rapidrl.config import ConfigError, Precision, RayTrainerConfig, need
 from rapidrl.nets.compiled import cpp_compiler
+from rapidrl.nets.torso import NATURE_CHANNELS
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -69,6 +70,12 @@ class PPOConfig(RayTrainerConfig):
     torso: Literal["nature", "small"] = "nature"
     """Atari torso: nature = the Nature-DQN CNN (obs_size >= 36); small = 4 x conv(32, 3x3, /2)
     + linear 256 (A3C-style, for obs_size 42). Off Atari: an MLP."""
+    torso_channels: tuple[int, int, int] = NATURE_CHANNELS
+    """The nature torso's three convolution widths; narrower: fewer multiply-adds an update and
+    an action."""
+    torso_dim: int | None = None
+    """Features out of the torso (its linear layer); None: the torso's own (nature 512, small
+    256)."""
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
@@ -176,6 +183,19 @@ class PPOConfig(RayTrainerConfig):
             0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
         )
         need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
+        need(
+            min(self.torso_channels) >= 1,
+            f"--torso-channels must be positive, got {self.torso_channels}",
+        )
+        need(
+            self.torso == "nature" or tuple(self.torso_channels) == NATURE_CHANNELS,
+            f"--torso-channels sets the nature torso's widths; --torso {self.torso} has its "
+            "own: drop --torso-channels",
+        )
+        need(
+            self.torso_dim is None or self.torso_dim >= 1,
+            f"--torso-dim must be >= 1 or None, got {self.torso_dim}",
+        )
         need(
             self.torso != "nature" or self.obs_size >= 36,
             f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "

@@ -115,7 +115,12 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
             int(num_actions),
             hidden_size=cfg.lstm_hidden,
             sequence_mode=cfg.sequence_mode,
-            torso=make_torso(tuple(obs_shape), kind=cfg.torso),
+            torso=make_torso(
+                tuple(obs_shape),
+                out_dim=cfg.torso_dim,
+                kind=cfg.torso,
+                channels=cfg.torso_channels,
+            ),
             obs_norm=cfg.obs_norm,
             value_norm=cfg.value_norm,
         )
@@ -129,6 +134,8 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
         torso_kind=cfg.torso,
+        torso_channels=cfg.torso_channels,
+        torso_dim=cfg.torso_dim,
         obs_norm=cfg.obs_norm,
         value_norm=cfg.value_norm,
     )
