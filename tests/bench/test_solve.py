@@ -68,6 +68,12 @@ def test_two_seeds_on_cartpole(tmp_path):
     again = bench_solve(b, TINY)
     assert [r.get("kept", False) for r in again["runs"]] == [True, False]
     assert again["runs"][1]["frames"] == 128
+    # The same command when the preset gave another config (here seed 1 as if cartpole's lr had
+    # been 1e-3 then): another recipe, refused, not kept as this one.
+    config = _seed_dir(out, 1) / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "lr": 1e-3}))
+    with pytest.raises(ConfigError, match=r"seed-1 ran the same command .* lr 0.001 -> 0.00025"):
+        bench_solve(b, TINY)
 
 
 def test_a_kept_seed_that_solved_after_the_budget_is_not_solved():

@@ -150,6 +150,46 @@ def test_nature_cnn_at_84_is_the_protocol_network():
     ]  # fmt: skip
 
 
+def test_nature_cnn_widths_and_features():
+    """--torso-channels / --torso-dim: the same three convolutions and linear layer, narrower;
+    the default widths build the default net with the same initial draw."""
+    torso = make_torso((2, 52, 52), out_dim=256, channels=(16, 32, 24))
+    convs = [m for m in torso.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size, c.stride) for c in convs] == [
+        (16, (8, 8), (4, 4)), (32, (4, 4), (2, 2)), (24, (3, 3), (1, 1))
+    ]  # fmt: skip
+    linear = [m for m in torso.modules() if isinstance(m, torch.nn.Linear)]
+    assert linear[0].in_features == 24 * 3 * 3 and torso.out_dim == 256
+    assert torso(torch.zeros(2, 2, 52, 52, dtype=torch.uint8)).shape == (2, 256)
+    torch.manual_seed(0)
+    default = make_torso((2, 52, 52)).state_dict()
+    torch.manual_seed(0)
+    explicit = make_torso((2, 52, 52), channels=(32, 64, 64), out_dim=512).state_dict()
+    assert default.keys() == explicit.keys()
+    assert all(torch.equal(default[k], explicit[k]) for k in default)
+    with pytest.raises(ValueError, match="nature image torso only"):
+        make_torso((2, 42, 42), kind="small", channels=(16, 32, 32))
+    with pytest.raises(ValueError, match="3 positive conv widths"):
+        NatureCNN(2, 512, input_hw=(52, 52), channels=(16, 0, 32))
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_ppo_torso_widths_reach_the_net(recurrent):
+    cfg = dataclasses.replace(
+        PPO_PRESETS["lean"],
+        torso_channels=(16, 32, 32),
+        torso_dim=128,
+        recurrent=recurrent,
+        precision="fp32",
+    )
+    net = make_policy(cfg, (2, 52, 52), 6)
+    convs = [m for m in net.torso.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [16, 32, 32] and net.torso.out_dim == 128
+    if not recurrent:
+        logits, values = net(torch.zeros(3, 2, 52, 52, dtype=torch.uint8))
+        assert logits.shape == (3, 6) and values.shape == (3,)
+
+
 def test_torso_rejects_frames_it_cannot_take():
     with pytest.raises(ValueError, match="at least 36x36.*--torso small"):
         NatureCNN(4, 512, input_hw=(32, 32))

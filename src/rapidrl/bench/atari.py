@@ -20,8 +20,8 @@ left off: a finished run (``summary.json`` with a stop reason other than ``inter
 as it is; an unfinished run with a checkpoint resumes from its newest one (``rapidrl train ALGO
 --resume``); an unfinished run without one starts again. Each run's recipe (its trainer command
 but for the run dir, time budget and threads) is kept beside it (``seed-S.cmd.json``): a run dir
-of another recipe (other trainer arguments, another frame budget) is refused before anything
-runs, never mixed into the table.
+of another recipe (other trainer arguments, another frame budget, or the same command when its
+preset gave another config) is refused before anything runs, never mixed into the table.
 
 ``rapidrl bench solve`` is this runner with one game and a stop score
 (:mod:`rapidrl.bench.solve`).
@@ -71,10 +71,12 @@ __all__ = [
     "RunSpec",
     "bench_atari",
     "check_recipes",
+    "config_changes",
     "format_tables",
     "human_normalized",
     "main",
     "recipe_command",
+    "trainer_config",
     "reference_scores",
     "run_locally",
     "suite_medians",
@@ -363,6 +365,55 @@ def check_recipes(b: BenchAtariConfig, extra: Sequence[str]) -> None:
                 f"{run_dir} ran another recipe ({differs}): remove it to run it again, or "
                 "choose another --out-dir (a bench never mixes a new run with an old one)"
             )
+        changes = config_changes(spec.algo, new, run_dir)
+        if changes:
+            shown = ", ".join(f"{k} {a} -> {b}" for k, a, b in changes[:4])
+            more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+            raise ConfigError(
+                f"{run_dir} ran the same command when it gave another config (the preset "
+                f"changed since: {shown}{more}): remove it to run it again, or choose another "
+                "--out-dir (a bench never mixes a new run with an old one)"
+            )
+
+
+def trainer_config(algo: str, args: Sequence[str]) -> tuple[Any, tuple[str, ...]]:
+    """The config ``rapidrl train ALGO ARGS`` trains with (parsed, nothing run) and the fields
+    two runs of one recipe may differ in (those the trainer's resume does not compare)."""
+    if algo in ("ppo", "ppo-lstm"):
+        from rapidrl.algos.ppo.learner import RESUME_IGNORE_FIELDS
+        from rapidrl.algos.ppo.train import LSTM_PRESETS, PRESETS, parse_ppo_args
+
+        presets = PRESETS if algo == "ppo" else LSTM_PRESETS
+        cfg = parse_ppo_args(args, f"rapidrl train {algo}", DEFAULT_PRESETS[algo], presets)
+        return cfg, RESUME_IGNORE_FIELDS
+    if algo in ("dqn", "rainbow"):
+        from rapidrl.algos.dqn.learner import RESUME_IGNORE_FIELDS
+        from rapidrl.algos.dqn.train import parse_dqn_args
+
+        return parse_dqn_args(args, f"rapidrl train {algo}", DEFAULT_PRESETS[algo]), (
+            RESUME_IGNORE_FIELDS
+        )
+    if algo == "pqn":
+        from rapidrl.algos.pqn.learner import RESUME_IGNORE_FIELDS
+        from rapidrl.algos.pqn.train import parse_pqn_args
+
+        return parse_pqn_args(args), RESUME_IGNORE_FIELDS
+    raise ValueError(f"unknown trainer {algo!r}; known: {', '.join(ALGOS)}")
+
+
+def config_changes(algo: str, recipe: Sequence[str], run_dir: Path) -> list[tuple[str, Any, Any]]:
+    """What the run in ``run_dir`` trained with (its ``config.json``) against what its recipe
+    (a :func:`recipe_command`) gives today, as ``(field, then, now)``: a preset that changed
+    since the run makes the same command another recipe. Empty without a ``config.json``."""
+    from rapidrl.config import config_from_dict
+    from rapidrl.train.run import config_diff
+
+    path = run_dir / "config.json"
+    if not path.is_file():
+        return []
+    now, ignore = trainer_config(algo, list(recipe)[5:])  # after python -m rapidrl.cli train ALGO
+    then = config_from_dict(type(now), json.loads(path.read_text()))
+    return config_diff(then, now, ignore=ignore)
 
 
 def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -> dict[str, Any]:
