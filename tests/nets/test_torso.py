@@ -167,8 +167,11 @@ def test_nature_cnn_widths_and_features():
     explicit = make_torso((2, 52, 52), channels=(32, 64, 64), out_dim=512).state_dict()
     assert default.keys() == explicit.keys()
     assert all(torch.equal(default[k], explicit[k]) for k in default)
-    with pytest.raises(ValueError, match="nature image torso only"):
+    with pytest.raises(ValueError, match="apply to the nature torso, not 'small'"):
         make_torso((2, 42, 42), kind="small", channels=(16, 32, 32))
+    # Vector observations get the MLP whatever the conv widths (the default preset off Atari).
+    mlp = make_torso((4,), channels=(32, 32, 32))
+    assert not any(isinstance(m, torch.nn.Conv2d) for m in mlp.modules()) and mlp.out_dim == 64
     with pytest.raises(ValueError, match="3 positive conv widths"):
         NatureCNN(2, 512, input_hw=(52, 52), channels=(16, 0, 32))
 

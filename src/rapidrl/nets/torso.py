@@ -200,9 +200,10 @@ def make_torso(
     """An image torso for stacks ``[C, H, W]`` (``kind``: ``nature`` = :class:`NatureCNN`,
     ``small`` = :class:`SmallCNN`), an MLP for flat vectors (``kind`` does not apply).
     ``layer_norm``: a LayerNorm after every layer, before its activation (PQN). ``channels``:
-    the nature torso's convolution widths (other torsos: must be left at the default)."""
-    if tuple(channels) != NATURE_CHANNELS and not (len(obs_shape) == 3 and kind == "nature"):
-        raise ValueError(f"conv widths {tuple(channels)} apply to the nature image torso only")
+    the nature torso's convolution widths (the small torso has its own: left at the default;
+    like ``kind``, they do not apply to the MLP)."""
+    if len(obs_shape) == 3 and kind != "nature" and tuple(channels) != NATURE_CHANNELS:
+        raise ValueError(f"conv widths {tuple(channels)} apply to the nature torso, not {kind!r}")
     if len(obs_shape) == 3:
         hw = (int(obs_shape[1]), int(obs_shape[2]))
         if kind == "nature":

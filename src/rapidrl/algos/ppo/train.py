@@ -82,7 +82,6 @@ from rapidrl.algos.ppo.learner import (
     rollout_advantages,
 )
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.nets.torso import NATURE_CHANNELS
 from rapidrl.train import config_from_dict
 from rapidrl.train.cli import parse_with_resume, run_from_cli
 from rapidrl.train.loop import probe_env
@@ -106,11 +105,7 @@ __all__ = [
 LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
 # lean's KL-adaptive rate capped at its start (3e-4): with the 0.01 cap the recurrent policy did
 # not learn Pong in 6M frames, capped it did (docs/results/pong_ppo_lstm_lean_zen5).
-# Its torso keeps the Nature widths it was measured with (the narrower one is measured without
-# the LSTM).
-LSTM_PRESETS["lean"] = dataclasses.replace(
-    LSTM_PRESETS["lean"], lr_max=PRESETS["lean"].lr, torso_channels=NATURE_CHANNELS
-)
+LSTM_PRESETS["lean"] = dataclasses.replace(LSTM_PRESETS["lean"], lr_max=PRESETS["lean"].lr)
 
 
 # --------------------------------------------------------------------------------------------
