@@ -74,6 +74,9 @@ def test_two_seeds_on_cartpole(tmp_path):
     config.write_text(json.dumps({**json.loads(config.read_text()), "lr": 1e-3}))
     with pytest.raises(ConfigError, match=r"seed-1 ran the same command .* lr 0.001 -> 0.00025"):
         bench_solve(b, TINY)
+    config.write_text(json.dumps({**json.loads(config.read_text()), "gone_field": 1}))
+    with pytest.raises(ConfigError, match=r"not a config this version reads .*gone_field"):
+        bench_solve(b, TINY)
 
 
 def test_a_kept_seed_that_solved_after_the_budget_is_not_solved():

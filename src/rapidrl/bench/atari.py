@@ -412,7 +412,13 @@ def config_changes(algo: str, recipe: Sequence[str], run_dir: Path) -> list[tupl
     if not path.is_file():
         return []
     now, ignore = trainer_config(algo, list(recipe)[5:])  # after python -m rapidrl.cli train ALGO
-    then = config_from_dict(type(now), json.loads(path.read_text()))
+    try:
+        then = config_from_dict(type(now), json.loads(path.read_text()))
+    except ValueError as exc:  # unreadable JSON, or fields this version no longer has
+        raise ConfigError(
+            f"{path} is not a config this version reads ({exc}): remove {run_dir} to run it "
+            "again, or choose another --out-dir"
+        ) from exc
     return config_diff(then, now, ignore=ignore)
 
 
