@@ -180,7 +180,10 @@ def test_rollouts_from_every_node_with_restart(cluster):
         assert len({r.meta.node_id for r in rs}) == 2
         assert all(r.meta.weights_version == 0 for r in rs)
         s.set_weights(policy, 1)
+        old_pid = s.worker_info[1]["pid"]
         ray.kill(s.actors[1], no_restart=False)
+        # ray.kill returns before the actor dies: a collect sent meanwhile can still reach it.
+        assert wait_gone({old_pid}, timeout=30) == []
         rs = s.collect_rollouts(12, timeout=90)
         assert [r.meta.weights_version for r in rs] == [1, 1]
         assert rs[0].meta.seq == 1 and rs[1].meta.seq == 0  # worker 1 was rebuilt
