@@ -182,7 +182,7 @@ def test_the_default_ppo_command_runs_lean_with_these_exact_fields(monkeypatch):
     cfg = parse_ppo_args([], "rapidrl train ppo", DEFAULT_PRESETS["ppo"])
     assert cfg == PRESETS["lean"]
     expected = {
-        "env": "pong", "num_envs": 64, "num_steps": 128, "minibatches": 4, "epochs": 4,
+        "env": "pong", "num_envs": 64, "num_steps": 128, "minibatches": 4, "epochs": 3,
         "obs_size": 52, "frame_stack": 2, "torso": "nature", "torso_channels": (32, 64, 64),
         "torso_dim": None, "lr": 3e-4, "anneal_lr": False,
         "kl_adaptive_lr": 0.01, "clip": 0.2, "clip_vloss": False, "ent_coef": 0.01,
@@ -216,14 +216,15 @@ def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
         if getattr(lean, f.name) != getattr(fast, f.name)
     }
     assert changed == {
-        "num_envs", "num_steps", "obs_size", "frame_stack", "lr", "anneal_lr", "kl_adaptive_lr",
-        "clip", "clip_vloss", "vf_coef", "max_grad_norm", "obs_norm", "value_norm",
+        "num_envs", "num_steps", "epochs", "obs_size", "frame_stack", "lr", "anneal_lr",
+        "kl_adaptive_lr", "clip", "clip_vloss", "vf_coef", "max_grad_norm", "obs_norm",
+        "value_norm",
     }  # fmt: skip
     assert lean.rollout_steps == 8192 and lean.rollout_steps // lean.minibatches == 2048
     tiny = {**TINY_PONG, "minibatches": lean.minibatches, "epochs": lean.epochs}
     cfg = dataclasses.replace(lean, precision="fp32", run_dir=str(tmp_path / "pong"), **tiny)
     summary = train(cfg)
-    assert summary["updates"] == 2 and summary["grad_steps"] == 2 * 4 * 4
+    assert summary["updates"] == 2 and summary["grad_steps"] == 2 * 3 * 4
     _, rows = rows_of(tmp_path / "pong")
     assert float(rows[0]["lr"]) != 3e-4  # adapted after every minibatch step
     make_policy(cfg, (2, 52, 52), 6).load_state_dict(load_latest(tmp_path / "pong").state["net"])
@@ -236,7 +237,9 @@ def test_ppo_lstm_lean_preset_resolves_and_trains(tmp_path, capsys):
     from rapidrl.algos.ppo.train import parse_ppo_args
 
     lean = PRESETS["lean"]
-    assert LSTM_PRESETS["lean"] == dataclasses.replace(lean, recurrent=True, lr_max=lean.lr)
+    assert LSTM_PRESETS["lean"] == dataclasses.replace(
+        lean, recurrent=True, lr_max=lean.lr, epochs=4
+    )
     cfg = parse_ppo_args(["--preset", "lean"], "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)
     assert cfg.recurrent and cfg.obs_norm and cfg.value_norm and cfg.kl_adaptive_lr == 0.01
     assert cfg.lr == cfg.lr_max == 3e-4
