@@ -103,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for words, fn in sorted(COMMANDS.items(), key=lambda kv: -len(kv[0])):
         if tuple(argv[: len(words)]) == words:
             try:
+                if words[0] == "train":
+                    # The trainers' malloc setting is the command's choice, made for this whole
+                    # process before the first large tensors; a library call leaves malloc alone.
+                    from rapidrl.train.loop import keep_freed_memory
+
+                    keep_freed_memory()
                 return fn(argv[len(words) :])
             except _user_errors() as exc:
                 # Bad input gets its message, not a traceback: the message names the fix.

@@ -226,6 +226,7 @@ def test_bench_solve_and_atari_take_config(tmp_path, monkeypatch, capsys):
     what follows ``--`` goes to the trainer as it is (a trainer --config too)."""
     from rapidrl.bench import atari, solve
 
+    monkeypatch.chdir(tmp_path)  # the benches' default out dirs (bench_out/...) land here
     seen = {}
 
     def fake_solve(b, extra, argv):
@@ -260,7 +261,7 @@ def test_bench_solve_and_atari_take_config(tmp_path, monkeypatch, capsys):
     assert "rapidrl: error: --config" in err and "unknown field 'seed' (did you mean seeds?)" in err
     assert cli.main(["bench", "solve", "--config", _write(tmp_path, "a.yaml", "algo: sac\n")]) == 2
     assert "field algo: 'sac' is not one of" in capsys.readouterr().err
-    assert seen == {} and not (tmp_path / "bench_out").exists()
+    assert seen == {} and not (tmp_path / solve.BenchSolveConfig().out_dir).exists()
     # bench atari alike.
     path = _write(tmp_path, "suite.json", '{"games": "pong", "algos": "pqn:fast", "seeds": "1,2"}')
     assert cli.main(["bench", "atari", "--config", path, "--max-frames", "1000"]) == 0

@@ -25,8 +25,9 @@ import torch
 
 from rapidrl import cli
 from rapidrl.train import MetricsLogger, RunDir, read_metrics
+from rapidrl.train import lock as lock_module
 from rapidrl.train.checkpoint import load_latest
-from rapidrl.train.lock import LOCK_NAME, RunDirBusyError, RunLock, lock_holder
+from rapidrl.train.lock import LOCK_NAME, RunDirBusyError, RunLock, check_unlocked, lock_holder
 from rapidrl.train.run import RunWriteError, atomic_write, list_checkpoints
 
 pytestmark = pytest.mark.timeout(180)
@@ -123,6 +124,95 @@ def test_one_process_cannot_write_a_run_dir_twice(tmp_path):
     RunDir.create(tmp_path / "run", algo="ppo", env_id="x").release()
 
 
+def _try_from_another_process(directory) -> str:
+    """What a second process gets when it tries ``directory``: "refused" or "acquired" (by
+    RunLock), and the same for the early check."""
+    code = textwrap.dedent(
+        f"""
+        from rapidrl.train.lock import RunDirBusyError, RunLock, check_unlocked
+        seen = []
+        try:
+            check_unlocked({str(directory)!r})
+            seen.append("free")
+        except RunDirBusyError:
+            seen.append("busy")
+        try:
+            RunLock({str(directory)!r}).acquire()
+            seen.append("acquired")
+        except RunDirBusyError:
+            seen.append("refused")
+        print(" ".join(seen))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_refused_second_hold_in_the_same_process_keeps_the_lock(tmp_path):
+    """Closing any descriptor of the lock file drops a POSIX record lock: being refused a
+    second hold in-process (which reads the holder) must not hand the dir to another process."""
+    run = tmp_path / "run"
+    lock = RunLock(run).acquire()
+    try:
+        with pytest.raises(RunDirBusyError, match=f"in use by pid {os.getpid()}"):
+            check_unlocked(run)
+        with pytest.raises(RunDirBusyError, match=f"in use by pid {os.getpid()}"):
+            RunLock(run).acquire()
+        with pytest.raises(RunDirBusyError, match=f"in use by pid {os.getpid()}"):
+            RunDir.create(run, algo="ppo", env_id="x")
+        assert lock_holder(run)["pid"] == os.getpid()
+        assert _try_from_another_process(run) == "busy refused"
+    finally:
+        lock.release()
+    assert _try_from_another_process(run) == "free acquired"
+
+
+def test_the_early_check_takes_no_lock(tmp_path, monkeypatch):
+    """check_unlocked asks the kernel (F_GETLK) instead of locking: a lock it took, however
+    briefly, would make a real acquire in another process fail at that moment."""
+    run = tmp_path / "run"
+    RunLock(run).acquire().release()  # the lock file exists, nobody holds it
+
+    real = lock_module.fcntl
+
+    class NoLocking:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def lockf(self, *args):
+            raise AssertionError("check_unlocked took a lock")
+
+        flock = lockf
+
+    monkeypatch.setattr(lock_module, "fcntl", NoLocking())
+    check_unlocked(run)  # free: no error, no lock taken
+    holder = _holder(run)
+    try:
+        with pytest.raises(RunDirBusyError, match=f"in use by pid {holder.pid}"):
+            check_unlocked(run)
+    finally:
+        holder.communicate("", timeout=30)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_run_files_get_the_mode_open_would_give(tmp_path, umask):
+    """config.json, metrics.csv, summary.json, the curve, checkpoints and ``latest`` are
+    readable by whoever the umask lets read them (a teammate's eval or TensorBoard), not 0600."""
+    run = tmp_path / "run"
+    old = os.umask(umask)
+    try:
+        assert _train(run, "--max-frames", "256") == 0
+    finally:
+        os.umask(old)
+    files = {p.relative_to(run).as_posix(): p.stat().st_mode & 0o777 for p in run.rglob("*")}
+    files = {name: mode for name, mode in files.items() if (run / name).is_file()}
+    for name in ("config.json", "metrics.csv", "summary.json", "learning_curve.png"):
+        assert name in files
+    assert "checkpoints/latest" in files and any(n.endswith(".pt") for n in files)
+    assert files == dict.fromkeys(files, 0o666 & ~umask)
+
+
 def test_the_lock_is_not_inherited_by_forked_workers(tmp_path):
     """Env workers are forked from the trainer: one that outlives it must not keep the dir."""
     lock = RunLock(tmp_path / "run").acquire()
@@ -151,7 +241,8 @@ def test_bench_solve_refuses_a_busy_out_dir(tmp_path, capsys):
         assert cli.main([*argv, "--out-dir", str(out)]) == 2
         err = capsys.readouterr().err
         assert f"bench directory {out} is in use by pid {holder.pid}" in err
-        assert not list(out.glob("seed-*"))
+        # Nothing but the holder's lock file: no OUT/ENV/ALGO-PRESET/seed-S, no solve.json.
+        assert [p.name for p in out.iterdir()] == [LOCK_NAME]
     finally:
         holder.communicate("", timeout=30)
 
@@ -164,7 +255,7 @@ def test_bench_atari_refuses_a_busy_out_dir(tmp_path, capsys):
         assert cli.main([*argv, "--out-dir", str(out)]) == 2
         err = capsys.readouterr().err
         assert f"suite directory {out} is in use by pid {holder.pid}" in err
-        assert not (out / "pong").exists()
+        assert [p.name for p in out.iterdir()] == [LOCK_NAME]
     finally:
         holder.communicate("", timeout=30)
 

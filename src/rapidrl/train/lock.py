@@ -13,6 +13,12 @@ and goes on. Record locks belong to the process and are not inherited by forked 
 env worker that outlives its trainer for a moment does not keep the run dir locked. They are also
 per process, so this module keeps a table of the locks this process holds: a second lock on the
 same directory from the same process is refused like one from another process.
+
+A record lock has one trap: closing *any* descriptor of the file drops every record lock this
+process holds on it. So while this process holds a directory, nothing here opens its lock file
+again: the holder is read through the held descriptor (``os.pread``), and :func:`check_unlocked`
+asks the kernel who holds it (``F_GETLK``) instead of taking the lock itself (which would also
+race with another process's :meth:`RunLock.acquire`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import sys
 import time
 import warnings
@@ -54,14 +61,26 @@ def _key(directory: str | os.PathLike) -> Path:
 
 def lock_holder(directory: str | os.PathLike) -> dict[str, Any] | None:
     """What ``DIR/.lock`` says of its last holder (pid, host, started, command), or None if the
-    file is absent, empty (released) or unreadable."""
+    file is absent, empty (released) or unreadable. Reading it never drops this process's lock
+    on ``directory`` (see the module docstring)."""
+    held = _HELD.get(_key(directory))
+    if held is not None and held._fd is not None:
+        try:
+            raw = os.pread(held._fd, 65536, 0)
+        except OSError:
+            return None
+        return _parse_holder(raw)
     try:
-        text = (Path(directory) / LOCK_NAME).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        raw = (Path(directory) / LOCK_NAME).read_bytes()
+    except OSError:
         return None
+    return _parse_holder(raw)
+
+
+def _parse_holder(raw: bytes) -> dict[str, Any] | None:
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
         return None
     return data if isinstance(data, dict) else None
 
@@ -103,27 +122,50 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+# ``struct flock`` for F_GETLK: its field order differs between Linux and the BSDs (macOS).
+if sys.platform.startswith("linux"):
+    _FLOCK = "hhqqi4x"  # l_type, l_whence, l_start, l_len, l_pid (+ padding to 32 bytes)
+    _FLOCK_FIELDS = ("type", "whence", "start", "len", "pid")
+elif sys.platform == "darwin" or "bsd" in sys.platform:
+    _FLOCK = "qqihh"  # l_start, l_len, l_pid, l_type, l_whence
+    _FLOCK_FIELDS = ("start", "len", "pid", "type", "whence")
+else:
+    _FLOCK = None
+    _FLOCK_FIELDS = ()
+
+
+def _locked_by_another(fd: int) -> bool | None:
+    """Whether another process holds a record lock on ``fd``'s file (``F_GETLK``: the kernel
+    says who would block an exclusive lock, and no lock is taken). None where this platform's
+    ``struct flock`` is not known here."""
+    if fcntl is None or _FLOCK is None:
+        return None
+    query = {"type": fcntl.F_WRLCK, "whence": os.SEEK_SET, "start": 0, "len": 0, "pid": 0}
+    packed = struct.pack(_FLOCK, *(query[f] for f in _FLOCK_FIELDS))
+    answer = dict(zip(_FLOCK_FIELDS, struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, packed))))
+    return answer["type"] != fcntl.F_UNLCK
+
+
 def check_unlocked(directory: str | os.PathLike, what: str = "run directory") -> None:
-    """Raise :class:`RunDirBusyError` if a process holds ``directory``'s lock now; touch
-    nothing (an absent directory or lock file is free). For early checks, before anything slow
-    is built; :class:`RunLock` itself is what keeps a second writer out."""
+    """Raise :class:`RunDirBusyError` if a process holds ``directory``'s lock now; take no lock
+    and touch nothing (an absent directory or lock file is free). For early checks, before
+    anything slow is built; :class:`RunLock` itself is what keeps a second writer out."""
     directory = Path(directory)
-    if _key(directory) in _HELD:
+    if _key(directory) in _HELD:  # ours: opening the file again would drop the lock
         raise _busy(directory, lock_holder(directory), what)
-    path = directory / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return
-    except OSError:  # unreadable: RunLock will say so if it matters
+        fd = os.open(directory / LOCK_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # absent: free; unreadable: RunLock will say so if it matters
         return
     try:
-        # Not held by this process (checked above), so closing this descriptor releases nothing
-        # of ours; a lock taken here is dropped by the close.
-        if not _try_lock(fd):
-            raise _busy(directory, lock_holder(directory), what)
+        # This process holds no lock on the file (checked above): the close drops nothing.
+        busy = _locked_by_another(fd)
+    except OSError:
+        busy = None
     finally:
         os.close(fd)
+    if busy:
+        raise _busy(directory, lock_holder(directory), what)
 
 
 class RunLock:

@@ -211,6 +211,10 @@ def keep_freed_memory() -> bool:
     freed, so each such tensor pays its page faults again. Kept, PPO ``lean``'s update took
     1.78 s instead of 2.72 in fp32 and 1.19-1.46 s instead of 1.50-2.00 in bf16 on a 2-core Zen 5
     (docs/results/profile_ppo_lean_zen5/malloc); the values computed are the same.
+
+    It changes malloc for the whole process, so the ``rapidrl train`` command (and ``bench
+    profile``) call it, and a library call (``run_training`` from a notebook) does not: call it
+    yourself first there if you want the speed.
     """
     if os.environ.get(_KEEP_ENV, "").lower() == "default" or not sys.platform.startswith("linux"):
         return False

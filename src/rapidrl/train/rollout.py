@@ -60,7 +60,7 @@ class VectorRollout:
         lockstep: bool,
         reward_scale: float = 1.0,
     ):
-        from rapidrl.vector import make_vec
+        from rapidrl.vector import LayoutError, make_vec
 
         backend = "serial" if cfg.backend == "auto" and cfg.num_envs == 1 else cfg.backend
         try:
@@ -72,7 +72,7 @@ class VectorRollout:
                 batch_size=getattr(cfg, "env_batch_size", None),
                 env_options=options,
             )
-        except (ValueError, TypeError) as exc:
+        except LayoutError as exc:  # ours: a layout that does not fit; anything else is a bug
             raise ConfigError(f"cannot build the vector env: {exc}") from exc
         N, T, B = cfg.num_envs, cfg.num_steps, self.envs.batch_size
         if N % B:

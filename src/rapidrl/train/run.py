@@ -130,11 +130,27 @@ class _Recording:
         return getattr(self._file, name)
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it where the OS tells it (Linux's
+    /proc/self/status); elsewhere set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(
     path: str | os.PathLike, write: Callable[[IO[bytes]], None], what: str | None = None
 ) -> Path:
     """Write ``path`` all-or-nothing: ``write(f)`` fills a temp file in the same directory, which
-    is flushed, fsynced and then ``os.replace``-d over ``path``.
+    is flushed, fsynced and then ``os.replace``-d over ``path``. The file gets the mode an
+    ordinary ``open()`` gives (0666 less the umask: 0644 under the usual umask 022).
 
     A crash at any point leaves either the old file or the new one, never a torn one (at worst a
     stray ``.<name>.*.tmp`` that the next write in that directory does not care about). A write
@@ -146,6 +162,10 @@ def atomic_write(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # mkstemp makes the file 0600; give it what open() would (0666 less the umask), so a
+        # teammate's `rapidrl eval` or TensorBoard can read the run where the umask lets them.
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as raw:
             f = _Recording(raw)
             write(f)

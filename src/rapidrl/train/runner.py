@@ -23,7 +23,6 @@ from rapidrl.train.checkpoint import StopOnInterrupt
 from rapidrl.train.loop import (
     EnvProbe,
     cpu_count,
-    keep_freed_memory,
     num_threads,
     probe_env,
     resolve_device,
@@ -95,7 +94,6 @@ def run_training(
     # A wrong --run-dir/--resume (or a run dir another process writes) fails here, first.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
-    keep_freed_memory()  # before the first large tensors: see its docstring
     source = session = run = None
     threads = cfg.torch_threads or cpu_count()
     try:

@@ -29,6 +29,7 @@ vector wrappers and gymnasium-style loops run on it; ``import rapidrl.vector.gym
 from rapidrl.vector.api import (
     INFO_KEYS,
     EnvWorkerError,
+    LayoutError,
     MainGuardError,
     VectorEnv,
     VectorEnvError,
@@ -40,6 +41,7 @@ __all__ = [
     "BACKENDS",
     "INFO_KEYS",
     "EnvWorkerError",
+    "LayoutError",
     "MainGuardError",
     "VectorEnv",
     "VectorEnvError",

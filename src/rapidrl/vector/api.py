@@ -80,6 +80,12 @@ class VectorEnvError(RuntimeError):
     """Base of every error a vector env raises about its envs or workers."""
 
 
+class LayoutError(ValueError):
+    """``make_vec``'s arguments do not make a vector env: the backend, counts, batch size or
+    options do not fit together or do not fit the env (the message names which and the fix).
+    Raised before any worker starts; a ValueError, as before it had its own class."""
+
+
 class EnvWorkerError(VectorEnvError):
     """An env raised inside a worker; the message carries the env index and the traceback."""
 

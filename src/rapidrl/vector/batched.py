@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from rapidrl.vector.api import EnvWorkerError, VectorEnv, VectorEnvError, WorkerDiedError
+from rapidrl.vector.api import (
+    EnvWorkerError,
+    LayoutError,
+    VectorEnv,
+    VectorEnvError,
+    WorkerDiedError,
+)
 from rapidrl.vector.step_arrays import StepArrays
 from rapidrl.vector.supervise import LIVENESS_PERIOD
 
@@ -248,16 +254,16 @@ class BatchedVectorEnv(VectorEnv):
     def _check_layout(self) -> None:
         n, b = self.num_envs, self.batch_size
         if not 1 <= b <= n:
-            raise ValueError(f"batch_size must be in [1, num_envs={n}], got {b}")
+            raise LayoutError(f"batch_size must be in [1, num_envs={n}], got {b}")
         if b < n:
             sizes = {w.stop - w.start for w in self.workers}
             if len(sizes) != 1:
-                raise ValueError(
+                raise LayoutError(
                     f"batch_size < num_envs needs workers of equal size, got sizes {sorted(sizes)}"
                 )
             m = sizes.pop()
             if b % m:
-                raise ValueError(
+                raise LayoutError(
                     f"batch_size={b} must be a multiple of the envs per worker ({m}): recv() "
                     f"returns whole worker groups; valid choices: "
                     f"{list(range(m, n + 1, m))}"

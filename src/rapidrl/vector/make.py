@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from rapidrl import hardware
-from rapidrl.vector.api import VectorEnv
+from rapidrl.vector.api import LayoutError, VectorEnv
 
 __all__ = ["BACKENDS", "DEFAULT_SPIN", "EnvFromId", "default_layout", "make_vec"]
 
@@ -102,19 +102,19 @@ def make_vec(
             more processes than cores (``rapidrl bench envs`` measures both).
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise LayoutError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        raise LayoutError(f"num_envs must be a positive int, got {num_envs!r}")
     if step_timeout <= 0:
-        raise ValueError(f"step_timeout must be > 0, got {step_timeout}")
+        raise LayoutError(f"step_timeout must be > 0, got {step_timeout}")
     if spin < 0:
-        raise ValueError(f"spin must be >= 0 seconds, got {spin}")
+        raise LayoutError(f"spin must be >= 0 seconds, got {spin}")
     if batch_size is not None and not 1 <= batch_size <= num_envs:  # before any worker starts
-        raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
+        raise LayoutError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
     if spin and backend not in ("subprocess", "hybrid", "async"):
-        raise ValueError(f"spin applies to the process backends, not {backend!r}")
+        raise LayoutError(f"spin applies to the process backends, not {backend!r}")
     if inline and backend not in ("hybrid", "async"):
-        raise ValueError(
+        raise LayoutError(
             f"inline=True applies to the hybrid and async backends, not {backend!r} (it keeps "
             "one of their env groups in this process)"
         )
@@ -146,7 +146,7 @@ def make_vec(
         )
     if backend in ("ale", "envpool"):
         if not isinstance(env, str):
-            raise TypeError(f"backend {backend!r} needs an Atari env id string, got {env!r}")
+            raise LayoutError(f"backend {backend!r} needs an Atari env id string, got {env!r}")
         from rapidrl.vector import native
 
         if restart_on_crash:
@@ -165,9 +165,9 @@ def make_vec(
     env_fns = _env_fns(env, num_envs, env_options)
     if backend == "serial":
         if num_workers not in (None, 1):
-            raise ValueError("the serial backend has no workers; use backend='hybrid'")
+            raise LayoutError("the serial backend has no workers; use backend='hybrid'")
         if batch_size not in (None, num_envs):
-            raise ValueError(
+            raise LayoutError(
                 "the serial backend is synchronous (batch_size == num_envs); for first-ready "
                 "batches use backend='async'"
             )
@@ -179,7 +179,7 @@ def make_vec(
 
     if backend == "subprocess":
         if num_workers not in (None, num_envs):
-            raise ValueError(
+            raise LayoutError(
                 f"subprocess runs one env per process (num_workers == num_envs == {num_envs}); "
                 "for fewer processes use backend='hybrid'"
             )
@@ -191,7 +191,7 @@ def make_vec(
         per_worker = num_envs // num_workers
         batch_size = per_worker * max(1, num_workers // 2)
     if inline and num_workers < 2:
-        raise ValueError(
+        raise LayoutError(
             f"inline=True needs num_workers >= 2 (got {num_workers}): one group stays in this "
             "process and at least one runs in a worker process; for none use backend='serial'"
         )
@@ -224,7 +224,7 @@ def _env_fns(env, num_envs: int, env_options) -> list[Callable]:
     if isinstance(env, str):
         return [EnvFromId(env, env_options) for _ in range(num_envs)]
     if env_options:
-        raise ValueError("env_options only apply to an env id; bind them into your factories")
+        raise LayoutError("env_options only apply to an env id; bind them into your factories")
     if isinstance(env, gym.Env):
         raise TypeError(
             "make_vec needs env factories (e.g. lambda: MyEnv()), not an env instance: each "
@@ -234,7 +234,7 @@ def _env_fns(env, num_envs: int, env_options) -> list[Callable]:
         return [env] * num_envs
     fns = list(env)
     if len(fns) != num_envs:
-        raise ValueError(f"got {len(fns)} env factories for num_envs={num_envs}")
+        raise LayoutError(f"got {len(fns)} env factories for num_envs={num_envs}")
     for f in fns:
         if not callable(f):
             raise TypeError(f"env factories must be callables returning an env, got {f!r}")

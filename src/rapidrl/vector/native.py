@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rapidrl.vector.api import LayoutError
 from rapidrl.vector.batched import BatchedVectorEnv, LocalWorker
 from rapidrl.vector.step_arrays import StepArrays
 
@@ -56,7 +57,7 @@ def atari_options(env_id: str, options: dict[str, Any] | None, backend: str):
 
     info = resolve_env(env_id)
     if not info.is_atari:
-        raise ValueError(
+        raise LayoutError(
             f"backend {backend!r} runs Atari games only, {env_id!r} is not one; "
             "use serial/subprocess/hybrid/async"
         )
@@ -71,7 +72,7 @@ def atari_options(env_id: str, options: dict[str, Any] | None, backend: str):
     if backend == "envpool" and opts.noop_max == 0:
         unsupported.append("noop_max=0 (envpool 1.2 crashes on it; noop_max=1 is the closest)")
     if unsupported:
-        raise ValueError(
+        raise LayoutError(
             f"backend {backend!r} does not support {', '.join(unsupported)}; "
             "use a process backend (hybrid/async), which runs make_env itself"
         )
@@ -372,7 +373,7 @@ def _make_native(
 ) -> BatchedVectorEnv:
     b = num_envs if batch_size is None else int(batch_size)
     if not 1 <= b <= num_envs or num_envs % b:
-        raise ValueError(
+        raise LayoutError(
             f"the {name} backend needs num_envs ({num_envs}) to be a multiple of batch_size "
             f"({b}): batch_size < num_envs runs num_envs / batch_size native vectorizers"
         )

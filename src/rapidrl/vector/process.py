@@ -43,7 +43,13 @@ from multiprocessing.shared_memory import SharedMemory
 import cloudpickle
 import gymnasium as gym
 
-from rapidrl.vector.api import EnvWorkerError, MainGuardError, VectorEnvError, WorkerDiedError
+from rapidrl.vector.api import (
+    EnvWorkerError,
+    LayoutError,
+    MainGuardError,
+    VectorEnvError,
+    WorkerDiedError,
+)
 from rapidrl.vector.batched import (
     BatchedVectorEnv,
     LocalWorker,
@@ -97,7 +103,7 @@ def _main_guard_error(start_method: str) -> MainGuardError:
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     """Contiguous env ranges, sizes as equal as possible (the first ones one larger)."""
     if not 1 <= num_workers <= num_envs:
-        raise ValueError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
+        raise LayoutError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
     base, extra = divmod(num_envs, num_workers)
     out, start = [], 0
     for k in range(num_workers):
@@ -361,7 +367,7 @@ def make_process_vec(
     """``num_workers`` groups, each running a contiguous share of ``env_fns`` in its own process;
     with ``inline`` the last group runs in this process instead (see ``make_vec``)."""
     if inline and num_workers < 2:
-        raise ValueError(
+        raise LayoutError(
             "inline=True needs num_workers >= 2 (one group stays in this process; with a "
             "single group use backend='serial')"
         )

@@ -130,7 +130,7 @@ class VectorSource:
     subset) work: the observation each env last returned and the action it was last sent."""
 
     def __init__(self, cfg: DQNConfig, options: dict[str, Any]):
-        from rapidrl.vector import make_vec
+        from rapidrl.vector import LayoutError, make_vec
 
         backend = cfg.backend
         if backend == "auto" and cfg.num_envs == 1:
@@ -139,7 +139,7 @@ class VectorSource:
             self.envs = make_vec(
                 cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
             )
-        except (ValueError, TypeError) as exc:
+        except LayoutError as exc:  # ours: a layout that does not fit; anything else is a bug
             raise ConfigError(f"cannot build the vector env: {exc}") from exc
         self.n = cfg.num_envs
         self.pids: list[int | None] = []  # no actor processes
