@@ -85,3 +85,31 @@ def test_time_between_phases_is_the_median_of_each_updates_own():
     s = summarize([it(1.1, 0.2, 0.8), it(1.1, 0.8, 0.2), it(1.0, 0.5, 0.4)])
     assert s["wall_s"] == 1.1 and s["phases_s"] == {"a": 0.5, "b": 0.4}
     assert s["unaccounted_s"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "rainbow"])
+def test_profile_of_dqn_and_rainbow(tmp_path, monkeypatch, algo):
+    """Blocks of vector steps after the replay's prefill: acting, the envs, the replay and every
+    part of the updates have their own time; a nested call of the same phase (Rainbow's
+    ``forward`` calling ``forward_dist``) counts once."""
+    monkeypatch.chdir(tmp_path)
+    b = BenchProfileConfig(algo=algo, warmup=0, updates=2, dqn_block=16)
+    argv = ["--env", "CartPole-v1", "--num-envs", "2", "--backend", "serial", "--torch-threads"]
+    argv += ["1", "--learning-starts", "64", "--buffer-size", "1000", "--batch-size", "8"]
+    argv += ["--steps-per-update", "2", "--epsilon-start", "0.5"]  # some greedy acting
+    result = profile(b, argv)
+    s = result["summary"]
+    assert s["frames"] == 32 and s["updates"] == 16  # 16 vector steps of 2 envs; 1 update each
+    assert result["prefill_s"] > 0
+    phases = s["phases_s"]
+    names = ["act/forward online", "env send", "replay add", "update/replay sample",
+             "update/forward online", "update/forward target", "update/backward",
+             "update/optimizer"]  # fmt: skip
+    if algo == "rainbow":
+        names.append("update/PER priorities")
+    for name in names:
+        assert phases[name] > 0, name
+    assert not any("forward online/forward online" in k for k in phases)
+    for it in result["iterations"]:
+        assert sum(it["phases"].values()) <= it["wall_s"] * 1.001
+    assert "updates a block" in profile_module.format_table(result)

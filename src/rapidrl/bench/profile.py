@@ -14,6 +14,15 @@ measured ones, and prints per update (medians):
   there with a process backend), and how busy each core was;
 - frames per second.
 
+DQN and Rainbow (``--algo dqn|rainbow``) learn while they act, so their "update" here is a block
+of ``--dqn-block`` vector steps and the updates due in it. The replay is first filled to the
+preset's ``learning_starts`` (not measured), so the blocks are the steady state of training.
+Their phases: acting (``act``, the online net's forward inside it), the env send / wait, the
+replay's ``add``, and the updates: replay ``sample`` (index draw and frame gather), the online
+and target nets' forward passes, ``backward``, optimizer ``step``, PER's priority write-back,
+and the rest (loss, the C51 projection, host-to-device copies); the target sync is in
+``count``.
+
 No run directory is written. The numbers are this machine's at this moment: run it alone.
 ``--json F`` keeps the record.
 """
@@ -45,8 +54,11 @@ class BenchProfileConfig:
     """Time the phases of a trainer's updates (rollout, advantages, update) and the CPU use of
     every process; arguments after ``--`` go to the trainer (``--preset``, any field)."""
 
-    algo: Literal["ppo", "ppo-lstm", "pqn"] = "ppo"
+    algo: Literal["ppo", "ppo-lstm", "pqn", "dqn", "rainbow"] = "ppo"
     """The trainer: rapidrl train ALGO (its local loop)."""
+    dqn_block: int = 128
+    """dqn/rainbow: vector steps per measured block (with fast's 8 envs and an update every 8
+    agent steps: 128 updates of 64)."""
     warmup: int = 1
     """Iterations run before measuring (first-call costs: allocation, oneDNN kernel choice)."""
     updates: int = 4
@@ -59,6 +71,8 @@ class BenchProfileConfig:
             raise ConfigError(
                 f"--warmup must be >= 0 and --updates >= 1, got {self.warmup}, {self.updates}"
             )
+        if self.dqn_block < 1:
+            raise ConfigError(f"--dqn-block must be >= 1 vector step, got {self.dqn_block}")
 
 
 class PhaseTimer:
@@ -80,7 +94,12 @@ class PhaseTimer:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             parent = self._stack[-1][0] if self._stack else None
-            name = phase if parent is None or "/" in phase else f"{parent}/{phase}"
+            if parent is None or "/" in phase:
+                name = phase
+            elif parent.rsplit("/", 1)[-1] == phase:  # a phase calling itself is one phase
+                name = parent
+            else:
+                name = f"{parent}/{phase}"
             frame = [name, time.perf_counter(), 0.0]
             self._stack.append(frame)
             try:
@@ -136,7 +155,14 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     )
     from rapidrl.train.seeding import seed_everything
 
-    if b.algo == "pqn":
+    dqn = b.algo in ("dqn", "rainbow")
+    if dqn:
+        from rapidrl.algos.dqn.train import algorithm, parse_dqn_args
+
+        cfg = parse_dqn_args(
+            trainer_argv, f"rapidrl bench profile -- ({b.algo})", DEFAULT_PRESETS[b.algo]
+        )
+    elif b.algo == "pqn":
         from rapidrl.algos.pqn.train import algorithm, parse_pqn_args
 
         cfg = parse_pqn_args(trainer_argv, prog="rapidrl bench profile -- (pqn)")
@@ -159,6 +185,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     keep_freed_memory()  # as the trainers do
     timer = PhaseTimer()
     iterations = []
+    prefill_s = None
     with num_threads(cfg.torch_threads or os.cpu_count() or 1):
         seed_everything(cfg.seed)
         env = probe_env(cfg, algo.label)
@@ -167,8 +194,23 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
         source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, 0))
         backward = torch.Tensor.backward
         try:
-            net = lrn.net
-            envs = source.envs
+            if algo.start is not None:
+                algo.start(lrn, source)  # DQN: its replay
+            threads = cfg.torch_threads or os.cpu_count() or 1
+            if algo.loop_threads is not None:
+                threads = algo.loop_threads(cfg, source)
+            torch.set_num_threads(threads)  # the run loop's, as rapidrl train runs it
+            session = _Session()
+            block = 1
+            if dqn:
+                block = b.dqn_block
+                t0 = time.perf_counter()
+                while len(lrn.rb) < cfg.learning_starts:  # the replay's prefill: not measured
+                    algo.iterate(lrn, source, session)
+                prefill_s = time.perf_counter() - t0
+            net = getattr(lrn, "net", None)
+            envs = getattr(source, "envs", None)  # DQN's actor processes: none here
+            rb = getattr(lrn, "rb", None)
             for obj, attr, phase in (
                 (source, "collect", "rollout"),
                 (source, "batch", "advantages"),
@@ -183,16 +225,28 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
                 (envs, "recv", "env wait"),
                 (net, "evaluate", "forward"),
                 (lrn.opt, "step", "optimizer"),
+                # DQN / Rainbow (absent elsewhere: nothing wrapped)
+                (lrn, "update", "update"),
+                (lrn, "count", "count"),
+                (rb, "add", "replay add"),
+                (rb, "sample", "replay sample"),
+                (rb, "update_priorities", "PER priorities"),
+                (getattr(lrn, "q", None), "forward", "forward online"),
+                (getattr(lrn, "q", None), "forward_dist", "forward online"),
+                (getattr(lrn, "target", None), "forward", "forward target"),
+                (getattr(lrn, "target", None), "forward_dist", "forward target"),
             ):
-                timer.wrap(obj, attr, phase)
+                if obj is not None:
+                    timer.wrap(obj, attr, phase)
             torch.Tensor.backward = _timed_backward(timer, backward)
-            session = _Session()
             for i in range(b.warmup + b.updates):
                 me, workers = _processes()
                 cpu0 = (_cpu_seconds(me), sum(_safe_cpu(p) for p in workers))
                 cores0 = psutil.cpu_times(percpu=True)
                 frames0, t0 = lrn.frames, time.perf_counter()
-                algo.iterate(lrn, source, session)
+                updates0 = lrn.counters.updates
+                for _ in range(block):
+                    algo.iterate(lrn, source, session)
                 wall = time.perf_counter() - t0
                 phases = timer.take()
                 me, workers = _processes()
@@ -204,6 +258,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
                     {
                         "wall_s": wall,
                         "frames": lrn.frames - frames0,
+                        "updates": lrn.counters.updates - updates0,
                         "phases": phases,
                         "cpu_main_s": cpu1[0] - cpu0[0],
                         "cpu_workers_s": cpu1[1] - cpu0[1],
@@ -221,6 +276,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
         "cpu": describe(),
         "hardware": hardware_record(),
         "iterations": iterations,
+        "prefill_s": prefill_s,
         "summary": summarize(iterations),
     }
 
@@ -264,6 +320,7 @@ def summarize(iterations: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "wall_s": wall,
         "frames": med(it["frames"] for it in iterations),
+        "updates": med(it.get("updates", 1) for it in iterations),
         "frames_per_second": med(it["frames"] / it["wall_s"] for it in iterations),
         "phases_s": phases,
         # Per update, then the median: the medians of the parts need not add up to the median
@@ -278,13 +335,24 @@ def summarize(iterations: list[dict[str, Any]]) -> dict[str, Any]:
 def format_table(result: dict[str, Any]) -> str:
     s = result["summary"]
     wall = s["wall_s"]
+    unit = "block" if result["config"]["algo"] in ("dqn", "rainbow") else "update"
     lines = [
         f"bench profile: {result['config']['algo']} {' '.join(result['trainer_argv'])}",
-        f"{result['cpu']}; medians of {len(result['iterations'])} updates",
-        f"{s['frames']:,.0f} frames an update in {wall:.3f} s: "
+        f"{result['cpu']}; medians of {len(result['iterations'])} {unit}s",
+        f"{s['frames']:,.0f} frames a {unit} in {wall:.3f} s: "
         f"{s['frames_per_second']:,.0f} frames/s",
         "",
-        "| phase (own time) | s an update | share |",
+        *(
+            [
+                f"{s['updates']:,.0f} updates a block: {wall / max(s['updates'], 1) * 1e3:.1f} ms "
+                f"of wall time each (acting and envs included); replay prefilled in "
+                f"{result['prefill_s']:.1f} s",
+                "",
+            ]
+            if unit == "block"
+            else []
+        ),
+        f"| phase (own time) | s a {unit} | share |",
         "| --- | --- | --- |",
     ]
     for name, sec in sorted(s["phases_s"].items()):
