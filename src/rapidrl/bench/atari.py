@@ -11,7 +11,9 @@ What it writes into ``--out-dir`` (rewritten after every finished run):
 
 - ``suite.json``: every run's record (frames, minutes, frames/s, final and best mean-100 of real
   game scores, human-normalized scores, the reference scores at the same frame count, stop
-  reason), the per game x algorithm medians, the command, the CPU;
+  reason), the per game x algorithm medians, per algorithm the Atari-5 (and Atari-10) estimate
+  of the 57-game median human-normalized score beside Dopamine's at the same frames
+  (:func:`subset_estimates`) and the median over the suite's games, the command, the CPU;
 - ``suite.md``: the same as tables, ready for a README;
 - ``curves-GAME.png``: each run's mean-100 against wall-clock minutes and against frames.
 
@@ -42,7 +44,7 @@ import os
 import shutil
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -65,6 +67,8 @@ from rapidrl.hardware import describe, hardware_record
 from rapidrl.train.lock import RunLock
 
 __all__ = [
+    "ATARI_SUBSET_HUMAN_RANDOM",
+    "ATARI_SUBSET_WEIGHTS",
     "GAME_SETS",
     "HUMAN_RANDOM",
     "BenchAtariConfig",
@@ -79,6 +83,8 @@ __all__ = [
     "trainer_config",
     "reference_scores",
     "run_locally",
+    "subset_estimate",
+    "subset_estimates",
     "suite_medians",
     "summarize_suite",
     "write_results",
@@ -116,6 +122,11 @@ HUMAN_RANDOM: dict[str, tuple[float, float]] = {
 # median human-normalized score. The 57 are the games of HUMAN_RANDOM, as ALE ROM names.
 GAME_SETS: dict[str, tuple[str, ...]] = {
     "atari5": ("battle_zone", "double_dunk", "name_this_game", "phoenix", "qbert"),
+    # Atari-10 (the same paper): Atari-5 and five more, a closer estimate (ATARI_SUBSET_WEIGHTS).
+    "atari10": (
+        "battle_zone", "double_dunk", "name_this_game", "phoenix", "qbert", "amidar", "bowling",
+        "frostbite", "kung_fu_master", "riverraid",
+    ),
     "atari57": (
         "alien", "amidar", "assault", "asterix", "asteroids", "atlantis", "bank_heist",
         "battle_zone", "beam_rider", "berzerk", "bowling", "boxing", "breakout", "centipede",
@@ -166,6 +177,95 @@ def reference_scores(game: str, frames: float) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------------------
+# Atari-5 and Atari-10: the 57-game median HNS estimated from a few games
+# --------------------------------------------------------------------------------------------
+# Regression weights of Aitchison, Sweetser and Hutter, "Atari-5: Distilling the Arcade Learning
+# Environment down to Five Games" (arXiv:2210.02019, 2022; ICML 2023), code at
+# github.com/maitchison/Atari-5. Its atari5.py fits them and prints them; the fitted values are
+# those of the authors' AtariScoreNormalizer.SUBSETS (github.com/maitchison/PPO,
+# tools/plot_util.py, commit d3e3228): "Atari_5" (the paper's 0.38198, 0.06791, 0.31080,
+# 0.12413, 0.08049 unrounded) and "Atari_10" (the five plus five more, each game its own weight).
+# No intercept: a score of 0 on every game predicts 0.
+ATARI_SUBSET_WEIGHTS: dict[str, dict[str, float]] = {
+    "atari5": {
+        "battlezone": 0.3819751237831753, "doubledunk": 0.0679099488887574,
+        "namethisgame": 0.310804148620847, "phoenix": 0.12412619402774641,
+        "qbert": 0.08048518286466755,
+    },
+    "atari10": {
+        "amidar": 0.08246357439570691, "bowling": 0.0559032813915904,
+        "frostbite": 0.06912572845204429, "kungfumaster": 0.09861731598935165,
+        "riverraid": 0.048594292965417056, "battlezone": 0.18882008828001498,
+        "doubledunk": 0.08519154019954558, "namethisgame": 0.12869695652405946,
+        "phoenix": 0.16432707026384483, "qbert": 0.05922863791062832,
+    },
+}  # fmt: skip
+
+# (random, human) scores the weights were fitted with: maitchison/Atari-5's Atari-Human.csv
+# (commit 118cad5, columns Random and Human). Its random scores keep a second decimal that
+# dqn_zoo's (HUMAN_RANDOM) round away, in five of these ten games (Amidar 5.77, Bowling 23.11,
+# Double Dunk -18.55, Name This Game 2292.35, Q*bert 163.88); the human scores and the other
+# five random scores are the same. The estimate normalizes as its fit did, so it uses these.
+ATARI_SUBSET_HUMAN_RANDOM: dict[str, tuple[float, float]] = {
+    "amidar": (5.77, 1719.5), "battlezone": (2360.0, 37187.5), "bowling": (23.11, 160.7),
+    "doubledunk": (-18.55, -16.4), "frostbite": (65.2, 4334.7),
+    "kungfumaster": (258.5, 22736.3), "namethisgame": (2292.35, 8049.0),
+    "phoenix": (761.4, 7242.6), "qbert": (163.88, 13455.0), "riverraid": (1338.5, 17118.0),
+}  # fmt: skip
+
+# Dopamine's agents the estimate is given for beside ours.
+SUBSET_REFERENCE_AGENTS = ("DQN", "Rainbow", "IQN")
+
+
+def subset_estimate(subset: str, scores: Mapping[str, float | None]) -> float | None:
+    """The Atari-5 (``subset="atari5"``) or Atari-10 estimate of the 57-game median
+    human-normalized score, as a fraction like every HNS here (0.54 = 54%), from raw game scores
+    by game (any spelling :func:`human_normalized` takes); None unless every game of the subset
+    has a score.
+
+    ``log10(1 + median) = sum_i w_i * log10(1 + max(HNS_i, 0))`` with the HNS in percent
+    (Aitchison, Sweetser and Hutter 2022, "Atari-5: Distilling the Arcade Learning Environment
+    down to Five Games"; github.com/maitchison/Atari-5): a negative HNS counts as 0."""
+    weights = ATARI_SUBSET_WEIGHTS[subset]
+    by_key = {_key(game): s for game, s in scores.items() if s is not None}
+    if not weights.keys() <= by_key.keys():
+        return None
+    log_median = 0.0
+    for game, weight in weights.items():
+        rnd, human = ATARI_SUBSET_HUMAN_RANDOM[game]
+        # Percent, the unit the weights were fitted in: log10(1 + x) is not scale-free.
+        hns = 100.0 * (by_key[game] - rnd) / (human - rnd)
+        log_median += weight * math.log10(1.0 + max(hns, 0.0))
+    return (10.0**log_median - 1.0) / 100.0
+
+
+def subset_estimates(games: Sequence[dict[str, Any]], subset: str) -> dict[str, Any]:
+    """One ALGO:PRESET's :func:`subset_estimate` from its :func:`summarize_suite` rows (each
+    game's median final mean-100 over its seeds), beside Dopamine's agents' from their scores on
+    the same games at the frames each game's reference is read at: ``{"estimate": 0.54,
+    "missing": [], "dopamine": {"frames": 10_000_000, "DQN": 0.10, "Rainbow": 0.43, "IQN":
+    0.68}}``. ``missing`` names the games without a finished run (then no estimate, ours or
+    Dopamine's); Dopamine's is None where its table has no score at those frames (below 1M) or
+    the games' references are at different frame counts."""
+    have = {_key(g["game"]): g for g in games if g.get("return_mean_100") is not None}
+    weights = ATARI_SUBSET_WEIGHTS[subset]
+    missing = [game for game in GAME_SETS[subset] if _key(game) not in have]
+    dopamine: dict[str, Any] = {"frames": None, **dict.fromkeys(SUBSET_REFERENCE_AGENTS)}
+    if missing:
+        return {"estimate": None, "missing": missing, "dopamine": dopamine}
+    estimate = subset_estimate(subset, {k: have[k]["return_mean_100"] for k in weights})
+    refs = [have[k].get("reference") or {} for k in weights]
+    frames = {ref.get("frames") for ref in refs}
+    if len(frames) == 1 and None not in frames:  # one frame count: else it mixes budgets
+        dopamine["frames"] = frames.pop()
+        for agent in SUBSET_REFERENCE_AGENTS:
+            dopamine[agent] = subset_estimate(
+                subset, {k: ref.get(agent) for k, ref in zip(weights, refs)}
+            )
+    return {"estimate": estimate, "missing": [], "dopamine": dopamine}
+
+
+# --------------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -174,7 +274,8 @@ class BenchAtariConfig:
 
     games: str = "breakout,seaquest,space_invaders"
     """Comma-separated games (any alias `rapidrl train --env` takes: breakout, ALE/Qbert-v5, ...)
-    and named lists: atari5 (the Atari-5 subset that predicts the 57-game median), atari57."""
+    and named lists: atari5 (the Atari-5 subset that predicts the 57-game median), atari10
+    (Atari-5 and five more: a closer prediction), atari57."""
     algos: str = "ppo:lean"
     """Comma-separated ALGO:PRESET pairs (ppo, ppo-lstm, dqn, rainbow, pqn), e.g.
     ppo:lean,dqn:fast,rainbow:rainbow. ALGO alone takes its trainer's default preset (lean for
@@ -541,9 +642,11 @@ def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def suite_medians(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per ALGO:PRESET: the median over games of the per-game HNS (each game the median of its
-    seeds), and Dopamine's agents' median HNS over the same games at the frames each game's
-    reference is read at: the one-number comparison of a suite (Atari-5's use of it)."""
+    """Per ALGO:PRESET: the Atari-5 and Atari-10 estimates of the 57-game median HNS with
+    Dopamine's beside them (:func:`subset_estimates`; each None without all the subset's games):
+    the one-number comparison of a suite; then the median over its games of the per-game HNS
+    (each game the median of its seeds), and Dopamine's agents' median HNS over the same games
+    at the frames each game's reference is read at."""
     by_algo: dict[str, list[dict[str, Any]]] = {}
     for g in summary:
         if g["hns"] is not None:
@@ -559,6 +662,8 @@ def suite_medians(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {
                 "algo": label,
+                "atari5": subset_estimates(games, "atari5"),
+                "atari10": subset_estimates(games, "atari10"),
                 "games": len(games),
                 "hns": _median([g["hns"] for g in games]),
                 "reference_hns": refs,
@@ -582,9 +687,89 @@ def _refs(ref: dict[str, Any] | None) -> str:
     return f"{_num(ref.get('DQN'))} / {_num(ref.get('Rainbow'))} @{at}"
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100.0 * x:.0f}%"
+
+
+def _subset_cells(entry: dict[str, Any]) -> str:
+    """``| **54%** | 10% / 43% / 68% @10M `` (ours, then Dopamine's DQN / Rainbow / IQN)."""
+    ref = entry["dopamine"]
+    dopamine = "-"
+    if ref["frames"] is not None:
+        agents = " / ".join(_pct(ref[agent]) for agent in SUBSET_REFERENCE_AGENTS)
+        dopamine = f"{agents} @{ref['frames'] / 1e6:g}M"
+    ours = _pct(entry["estimate"])
+    if entry["estimate"] is not None:
+        ours = f"**{ours}**"
+    return f"| {ours} | {dopamine} "
+
+
+def _medians_table(medians: list[dict[str, Any]]) -> list[str]:
+    """The per ALGO:PRESET table: the Atari-5 estimate (the headline), the Atari-10 one where
+    some ALGO:PRESET ran its ten games, the median HNS of the suite's games; beneath it, what
+    they are and why a cell is "-"."""
+    names = {"atari5": "Atari-5", "atari10": "Atari-10"}
+    subsets = ["atari5"]
+    if any(m["atari10"]["estimate"] is not None for m in medians):
+        subsets.append("atari10")
+    head = "| algo:preset "
+    for subset in subsets:
+        head += f"| {names[subset]} estimate | Dopamine DQN / Rainbow / IQN, {names[subset]} "
+    lines = [
+        head + "| games | median HNS | Dopamine DQN / Rainbow, same games and frames |",
+        "| --- " * (1 + 2 * len(subsets) + 3) + "|",
+    ]
+    for m in medians:
+        ref = m["reference_hns"]
+        lines.append(
+            f"| {m['algo']} {''.join(_subset_cells(m[subset]) for subset in subsets)}"
+            f"| {m['games']} | {_num(m['hns'], '.2f')} "
+            f"| {_num(ref['DQN'], '.2f')} / {_num(ref['Rainbow'], '.2f')} |"
+        )
+    ten = (
+        " (Atari-10, those five and Amidar, Bowling, Frostbite, Kung-Fu Master and Riverraid: 7%)"
+        if "atari10" in subsets
+        else ""
+    )
+    lines += [
+        "",
+        "Atari-5 estimate: the 57-game median HNS that Atari-5 (Aitchison, Sweetser and Hutter "
+        '2022, "Atari-5: Distilling the Arcade Learning Environment down to Five Games") '
+        "predicts from Battle Zone, Double Dunk, Name This Game, Phoenix and Q*bert, each game "
+        "the median of its seeds: log10(1 + median) = sum of w_i log10(1 + max(HNS_i, 0)), HNS "
+        f"in percent; the paper puts it within about 10% of the true median{ten}. Dopamine's: "
+        "the same estimate from its scores on those games at the frames shown. Median HNS: over "
+        "this suite's games (the HNS column above; 1.00 = human).",
+    ]
+    for subset in subsets:
+        lacking = [
+            f"{m['algo']} has no {', '.join(m[subset]['missing'])}"
+            for m in medians
+            if m[subset]["missing"]
+        ]
+        if lacking:
+            lines += [
+                "",
+                f"{names[subset]} estimate -: it needs a finished run of each of its games "
+                f"({'; '.join(lacking)}).",
+            ]
+    if any(
+        m[subset]["estimate"] is not None and m[subset]["dopamine"]["frames"] is None
+        for m in medians
+        for subset in subsets
+    ):
+        lines += [
+            "",
+            "Dopamine -: its table starts at 1M frames, and one estimate takes its scores at "
+            "one frame count (these games ran to different ones).",
+        ]
+    return lines
+
+
 def format_tables(result: dict[str, Any]) -> str:
-    """``suite.md``: the per game x algorithm medians, each algorithm's median HNS over the
-    games, then every run, the command and CPU."""
+    """``suite.md``: the per game x algorithm medians, each algorithm's Atari-5 (and Atari-10)
+    estimate of the 57-game median HNS and its median HNS over the games, then every run, the
+    command and CPU."""
     lines = [
         f"rapidrl bench atari, {result['cpu']}",
         "",
@@ -601,17 +786,7 @@ def format_tables(result: dict[str, Any]) -> str:
             f"| **{_num(g['return_mean_100'])}** | {spread} | {_num(g['hns'], '.2f')} "
             f"| {_num(g['best_return_mean_100'])} | {_refs(g['reference'])} |"
         )
-    lines += [
-        "",
-        "| algo:preset | games | median HNS | Dopamine DQN / Rainbow, same games and frames |",
-        "| --- | --- | --- | --- |",
-    ]
-    for m in suite_medians(result["summary"]):
-        ref = m["reference_hns"]
-        lines.append(
-            f"| {m['algo']} | {m['games']} | **{_num(m['hns'], '.2f')}** "
-            f"| {_num(ref['DQN'], '.2f')} / {_num(ref['Rainbow'], '.2f')} |"
-        )
+    lines += ["", *_medians_table(suite_medians(result["summary"]))]
     lines += [
         "",
         "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |",
