@@ -9,6 +9,7 @@ A run directory holds everything one training run writes::
         checkpoints/         ckpt-<frames>.pt (+ .npz), ``latest`` pointer (``Checkpointer``)
         summary.json         frames, seconds, best mean-100, solved, frames/seconds to solve
         learning_curve.png   ``plot_learning_curve``
+        wandb_run_id         with ``--track wandb``: the W&B run this run dir logs to
 """
 
 from __future__ import annotations

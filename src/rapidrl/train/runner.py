@@ -5,11 +5,12 @@ PPO, PPO-LSTM, PQN) -- checks, seeding, the probe env, the run dir and its lock,
 and one iteration.
 
 The order of a start is fixed here, so every trainer starts the same way: nothing goes on disk
-until the config, the env and the env layout are accepted (a refused start leaves no run dir);
-the global RNGs are seeded before the probe env and the learner, which then keeps one generator
-per consumer; the run dir is made (or reopened and restored, with ``--resume``) only once the
-learner and the experience source exist; the envs start from a seed derived from the step counter
-(a resumed run's envs restart, see :func:`rapidrl.train.loop.restart_env_seed`).
+until the config (with its tracker: ``--track wandb`` needs wandb), the env and the env layout
+are accepted (a refused start leaves no run dir); the global RNGs are seeded before the probe env
+and the learner, which then keeps one generator per consumer; the run dir is made (or reopened
+and restored, with ``--resume``) only once the learner and the experience source exist; the envs
+start from a seed derived from the step counter (a resumed run's envs restart, see
+:func:`rapidrl.train.loop.restart_env_seed`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rapidrl.train.loop import (
 from rapidrl.train.run import RunDir
 from rapidrl.train.seeding import seed_everything
 from rapidrl.train.session import LogEvent, RunSession
+from rapidrl.train.track import check_tracker
 
 __all__ = ["Algorithm", "run_training", "started"]
 
@@ -88,6 +90,7 @@ def run_training(
     """Train ``algo`` on ``cfg``; write the run directory; return the summary (what
     ``summary.json`` holds)."""
     cfg.validate()
+    check_tracker(cfg)  # --track wandb without wandb: refused before anything is on disk
     if algo.check is not None:
         algo.check(cfg)
     resuming = cfg.resume is not None

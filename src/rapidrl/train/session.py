@@ -133,7 +133,10 @@ class RunSession:
         )
         if not self.resuming:
             self.log.log_text("config", "```\n" + run.config_json.read_text() + "\n```")
-        self.track = make_tracker(cfg, run.path)  # --track wandb (None: none)
+        self.track = make_tracker(  # None: no --track
+            cfg, run.path, resume_frames=frames if self.resuming else None,
+            metrics_csv=run.metrics_csv,
+        )  # fmt: skip
         self.bar = Progress(
             cfg.max_frames,
             initial=frames,
@@ -183,7 +186,7 @@ class RunSession:
         """The last step of every loop's iteration, at ``frames``: a metrics row (``row()``)
         when ``log_every`` is due, handed to ``on_log`` (True stops the run like Ctrl-C; ``pids``:
         the processes stepping the envs); a checkpoint (``save(frames)``) when ``ckpt_every`` is
-        due."""
+        due, and then the rows it covers to W&B (``--track``)."""
         if log_every.due(frames):
             log_every.mark(frames)
             values = row()
@@ -195,6 +198,8 @@ class RunSession:
         if ckpt_every.due(frames):
             ckpt_every.mark(frames)
             save(frames)
+            if self.track is not None:  # W&B gets the rows a checkpoint covers: see track.py
+                self.track.commit(frames)
 
     def end(
         self,
@@ -274,13 +279,14 @@ class RunSession:
             log.close()
 
     def close(self) -> None:
-        """Close the metrics log and the progress bar, release the run dir's lock (again:
-        nothing). The lock is released even if closing the log fails (a full disk)."""
+        """Close the metrics log and the progress bar, end the W&B run of a session that did not
+        finish (as failed, without the rows no checkpoint covers), release the run dir's lock
+        (again: nothing). The lock is released even if closing the log fails (a full disk)."""
         try:
             self._close_log()
             if self.track is not None:
                 track, self.track = self.track, None
-                track.finish()
+                track.abort()
         finally:
             self.run.release()
 
