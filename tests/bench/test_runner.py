@@ -5,10 +5,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from rapidrl.bench.runner import run_training
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -114,3 +117,107 @@ def test_a_stop_reaches_the_trainer_once_and_the_bench_waits_for_it(tmp_path, ho
         parent.kill()
         if child_pid.exists() and _alive(int(child_pid.read_text())):
             os.kill(int(child_pid.read_text()), signal.SIGKILL)
+
+
+def _stop_recorder(child_pid: Path, got: Path) -> str:
+    """A stand-in trainer: writes its pid, records the stop signals it gets (a second one would
+    abort a trainer without its checkpoint), ends a moment after the first."""
+    return textwrap.dedent(f"""
+        import os, signal, time
+        seen = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, frame: seen.append(signum))
+        open({str(child_pid)!r}, "w").write(str(os.getpid()))
+        deadline = time.monotonic() + 120
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(1.0)  # finishing the step, saving: a second signal would come in here
+        open({str(got)!r}, "w").write(",".join(str(int(s)) for s in seen))
+    """)
+
+
+def test_an_error_in_the_poll_callback_leaves_no_child(tmp_path):
+    """An exception other than a time-out or a Ctrl-C ending the wait (an error in ``on_poll``)
+    stops the child (one SIGINT: checkpoint and stop) before it goes on, rather than leaving it
+    training until this process dies."""
+    child_pid, got = tmp_path / "child.pid", tmp_path / "child.got"
+
+    def poll() -> None:
+        if child_pid.exists() and child_pid.read_text().strip():
+            raise RuntimeError("the poll failed")
+
+    cmd = [sys.executable, "-c", _stop_recorder(child_pid, got)]
+    try:
+        with pytest.raises(RuntimeError, match="the poll failed"):
+            run_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
+        assert not _alive(int(child_pid.read_text()))
+        assert got.read_text() == str(int(signal.SIGINT))
+    finally:
+        if child_pid.exists() and _alive(int(child_pid.read_text())):
+            os.kill(int(child_pid.read_text()), signal.SIGKILL)
+
+
+def test_a_trial_thread_ended_by_ray_tune_stops_its_child_once(tmp_path):
+    """Ray Tune ends a stopped trial's thread with SystemExit from its report (the poll): the
+    thread's end stops the child (its parent-death signal, one SIGTERM), and nothing else does,
+    or the trainer would take it as a second stop and abort without its checkpoint."""
+    child_pid, got = tmp_path / "child.pid", tmp_path / "child.got"
+
+    def poll() -> None:
+        if child_pid.exists() and child_pid.read_text().strip():
+            raise SystemExit(0)
+
+    cmd = [sys.executable, "-c", _stop_recorder(child_pid, got)]
+
+    def trial() -> None:  # a Tune trial's thread: SystemExit ends it
+        try:
+            run_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
+        except SystemExit:
+            pass
+
+    thread = threading.Thread(target=trial)
+    thread.start()
+    try:
+        thread.join(timeout=60)
+        assert _wait_for(got, "the child's signals", 30) == str(int(signal.SIGTERM))
+        deadline = time.monotonic() + 30
+        while _alive(int(child_pid.read_text())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(int(child_pid.read_text()))
+    finally:
+        if child_pid.exists() and _alive(int(child_pid.read_text())):
+            os.kill(int(child_pid.read_text()), signal.SIGKILL)
+
+
+def test_a_child_started_from_a_thread_without_preexec_fn(tmp_path, monkeypatch):
+    """Ray Tune runs a trial in a thread, where ``preexec_fn`` can deadlock: the child is started
+    without one, yet is in its own process group with SIGTERM as its parent-death signal (set by
+    the child itself before it execs the command)."""
+    seen: list[dict] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        seen.append(kwargs)
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    out = tmp_path / "child.out"
+    child = textwrap.dedent(f"""
+        import ctypes, os
+        sig = ctypes.c_int(0)
+        ctypes.CDLL(None).prctl(2, ctypes.byref(sig))  # 2 = PR_GET_PDEATHSIG
+        open({str(out)!r}, "w").write(f"{{os.getpid()}} {{os.getpgid(0)}} {{sig.value}}")
+    """)
+    done: list = []
+    thread = threading.Thread(
+        target=lambda: done.append(
+            run_training([sys.executable, "-c", child], tmp_path / "log", 60, poll_seconds=0.05)
+        )
+    )
+    thread.start()
+    thread.join(timeout=60)
+    assert done and done[0][0] == 0, (tmp_path / "log").read_text()
+    assert [kw.get("preexec_fn") for kw in seen] == [None]
+    pid, pgid, pdeathsig = map(int, out.read_text().split())
+    assert pgid == pid != os.getpgid(0)  # its own group: a terminal's Ctrl-C is forwarded once
+    assert pdeathsig == int(signal.SIGTERM)

@@ -34,7 +34,7 @@ def fake_trainer(monkeypatch):
         run_dir = Path(cmd[cmd.index("--run-dir") + 1])
         launched.append(config)
         solved = SOLVED[config["seed"]]
-        run_dir.mkdir(parents=True)
+        (run_dir / "checkpoints").mkdir(parents=True)
         (run_dir / "metrics.csv").write_text("frames,return_mean_100\n1024,10.0\n")
         summary = {"frames": 4096, "seconds": 120.0, "stop_reason": "max_minutes",
                    "return_mean_100": 100.0 + config["seed"], "seconds_to_solve": None,
@@ -71,21 +71,25 @@ def test_a_trial_scores_its_runs_by_the_objective(tmp_path, fake_trainer, object
     assert reports[-1]["finished"] and reports[-1]["score"] == result["score"]
 
 
-def test_a_trial_with_the_params_of_a_finished_one_reuses_its_runs(tmp_path, fake_trainer):
-    """A sampler may propose a choice again; a run is deterministic for its config and seed, so
-    the second trial copies the first one's finished runs instead of training them again."""
+def test_a_trial_with_the_params_of_a_finished_one_points_at_its_runs(tmp_path, fake_trainer):
+    """A sampler may propose parameters again: the second trial takes the first one's finished
+    runs' scores (the same measurement, not a new one) and points at their run dirs, which keep
+    their checkpoints (evaluable) and their own config; nothing is copied or trained."""
     spec = parse_spec({**SPEC, "objective": {"minutes_to_score": 475}})
     first = run_trial(spec, {"lr": 0.001}, tmp_path / "trials" / "a", lambda m: None)
     assert len(fake_trainer) == 3 and first["reused"] == [] and first["frames_reused"] == 0
     reports: list[dict] = []
     again = run_trial(spec, {"lr": 0.001}, tmp_path / "trials" / "b", reports.append)
     assert len(fake_trainer) == 3  # nothing trained
-    assert again["reused"] == [f"CartPole-v1-seed-{s} (from trial a)" for s in (1, 2, 3)]
+    runs = [tmp_path / "trials" / "a" / f"CartPole-v1-seed-{s}" for s in (1, 2, 3)]
+    assert again["reused_dirs"] == [str(r) for r in runs]
+    assert again["reused"] == [f"CartPole-v1-seed-{s} of trial a" for s in (1, 2, 3)]
+    assert all((r / "checkpoints").is_dir() for r in runs)  # rapidrl eval takes them
+    assert not (tmp_path / "trials" / "b" / "CartPole-v1-seed-1").exists()  # nothing copied
     assert (
         again["seed_scores"] == first["seed_scores"]
         and again["frames_reused"] == 3000 + 4096 + 1000
     )
     assert any(not r["finished"] for r in reports)  # the first run's rows reached the scheduler
-    assert (tmp_path / "trials" / "b" / "CartPole-v1-seed-1" / "summary.json").exists()
     other = run_trial(spec, {"lr": 0.002}, tmp_path / "trials" / "c", lambda m: None)
     assert len(fake_trainer) == 6 and other["reused"] == []  # another config: trained

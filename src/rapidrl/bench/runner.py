@@ -45,30 +45,41 @@ def trainer_argv(algo: str, *args: str) -> list[str]:
 _STOP_GRACE = 300.0  # s: for a stopped trainer to finish its step and write its checkpoint
 
 
-def _child_setup(parent: int) -> None:
-    """In the child, before exec (POSIX): its own process group, so a Ctrl-C in the terminal or
-    a SIGTERM to the bench's group reaches it once, forwarded by the bench (:class:`_ForwardStops`),
-    not a second time through the group; SIGINT at its default even where the bench ignores it
-    (a background job), since the forwarded stop is a SIGINT; and (Linux) SIGTERM from the kernel
-    when the bench process dies, however it dies. The trainers take both signals as Ctrl-C
-    (checkpoint and stop), so a killed bench, or a Ray task whose worker died, leaves no orphan
-    training on beside the run that replaces it."""
-    os.setpgid(0, 0)
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    except ValueError:  # not this interpreter's main thread: the disposition stays inherited
-        pass
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+def _start_child(cmd: Sequence[str], log: Any) -> subprocess.Popen:
+    """``cmd`` as a child writing to ``log``. On POSIX in its own process group, made by Popen
+    itself (no ``preexec_fn``: it can deadlock in a threaded parent, and Ray Tune runs a trial
+    in a thread), so a Ctrl-C in the terminal or a SIGTERM to the bench's group reaches it once,
+    forwarded by the bench (:class:`_ForwardStops`), not a second time through the group; its
+    other set-up (SIGINT at its default, Linux's parent-death signal) is done in the child by
+    :mod:`rapidrl.bench.child` before it execs ``cmd``."""
+    if os.name != "posix":
+        return subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
+    from rapidrl.bench.child import child_argv
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    # process_group=0 is setpgid(0, 0) (Python 3.11+); before, a new session is the nearest.
+    group: dict[str, Any] = (
+        {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    )
+    return subprocess.Popen(child_argv(cmd), stdout=log, stderr=subprocess.STDOUT, **group)
+
+
+# The child gets SIGTERM from the kernel when the thread that started it ends (rapidrl.bench.child).
+_PARENT_DEATH_STOPS = sys.platform.startswith("linux")
+
+
+def _stop_child(proc: subprocess.Popen) -> None:
+    """Stop a child still running as a Ctrl-C stops a trainer (one SIGINT: finish the step,
+    checkpoint, stop), give it :data:`_STOP_GRACE` seconds, then kill it."""
+    if proc.poll() is not None:
         return
-    if os.getppid() != parent:  # the parent died before prctl: nobody will send it
-        os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=_STOP_GRACE)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 _PYTHON_DEFAULTS = (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
@@ -119,20 +130,16 @@ def run_training(
     hang: the trainers stop themselves at their budget). Returns ``(exit code or None when
     killed, wall seconds)``. A Ctrl-C or SIGTERM to the bench (or to its process group) is
     passed to the child once, which then has :data:`_STOP_GRACE` seconds to checkpoint and
-    stop, and raises ``KeyboardInterrupt`` here after it ended. The child is stopped when this
-    process (with prctl: the thread that started it) dies (:func:`_child_setup`). ``on_poll()``
-    is called every ``poll_seconds`` while it runs and once after (e.g. to pass its new metrics
-    rows on)."""
+    stop, and raises ``KeyboardInterrupt`` here after it ended. Any other exception here (one
+    raised by ``on_poll``) stops the child the same way before it goes on; but ``SystemExit`` on
+    Linux, since the end of this thread or process it brings stops the child once already. The
+    child is stopped when this process (on Linux: the thread that started it) dies, however it
+    dies (:mod:`rapidrl.bench.child`). ``on_poll()`` is called every ``poll_seconds`` while it
+    runs and once after (e.g. to pass its new metrics rows on)."""
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    parent = os.getpid()
     with open(log_path, "a") as log:
-        proc = subprocess.Popen(
-            list(cmd),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=(lambda: _child_setup(parent)) if os.name == "posix" else None,
-        )
+        proc = _start_child(cmd, log)
         with _ForwardStops(proc) as stops:
             try:
                 rc: int | None = _wait(proc, t0 + limit_seconds, on_poll, poll_seconds, stops)
@@ -140,12 +147,18 @@ def run_training(
                 proc.kill()
                 proc.wait(timeout=30)
                 rc = None
-            except KeyboardInterrupt:  # raised by a SIGINT handler of this process's own
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(timeout=_STOP_GRACE)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            except SystemExit:
+                # Ray Tune ends a stopped trial's thread so, sys.exit() this process: their end
+                # is the child's one stop where it has a parent-death signal (Linux). A signal
+                # from here too would be its second: abort, without the checkpoint.
+                if not _PARENT_DEATH_STOPS:
+                    _stop_child(proc)
+                raise
+            except BaseException:
+                # Whatever else ended the wait (a KeyboardInterrupt raised by a handler of this
+                # process's own, an error in on_poll): the child stops as after a Ctrl-C, not
+                # left training on while this process goes on.
+                _stop_child(proc)
                 raise
     if stops.first is not None:
         raise KeyboardInterrupt

@@ -1,24 +1,31 @@
 """``rapidrl sweep SPEC``: a hyperparameter search on Ray Tune, seeds per trial, bad trials stopped
 early from their learning curves.
 
-Ray Tune does the scheduling, searching and resuming: Optuna's TPE sampler through Tune's search
-API (``OptunaSearch``), ASHA or the median rule as the scheduler. A trial runs the spec's envs x
-seeds one after the other, each an ordinary run directory under ``OUT/NAME/trials/TRIAL/``
-(``rapidrl train``'s files: resumable, plottable, evaluable). The first run reports every
-metrics row to Tune (``frames`` and the learning curve ``curve``, the mean-100): the scheduler
-compares trials there and stops the hopeless ones early. A trial that gets through runs its other
-seeds and reports its ``score``: the median over seeds of the objective (averaged over the envs),
-with the spread kept. On a cluster (``--ray ADDRESS``) trials run side by side, ``cpus_per_trial``
-CPUs each; on one machine as many as its CPUs allow.
+Ray Tune (Ray >= 2.41) does the scheduling, searching and resuming: Optuna's TPE sampler through
+Tune's search API (``OptunaSearch``), or a grid (every combination once) for a space of choices
+and int ranges with no more combinations than the trial budget; ASHA or the median rule as the
+scheduler. A trial runs the spec's envs x seeds one after the other, each an ordinary run
+directory under ``OUT/NAME/trials/TRIAL/`` (``rapidrl train``'s files: resumable, plottable,
+evaluable). The first run reports every metrics row to Tune (``frames`` and the learning curve
+``curve``, the mean-100): the scheduler compares trials there and stops the hopeless ones early.
+A trial that gets through runs its other seeds and reports its ``score``: the median over seeds
+of the objective (averaged over the envs), with the spread kept. On a cluster (``--ray
+ADDRESS``) trials run side by side, ``cpus_per_trial`` CPUs each; on one machine as many as its
+CPUs allow. A run whose config and seed an earlier trial already ran to the end is not trained
+again: the trial takes that run's score and points at its run dir (the same measurement, not a
+new one: a wall-time objective, or an async backend, would measure a little differently each
+time).
 
 A stopped sweep (Ctrl-C, a lost machine) goes on with ``--resume``: Tune keeps the finished
 trials and starts the unfinished ones again, and each of their runs resumes from its own run
 directory's newest checkpoint.
 
-Output in ``OUT/NAME/``: ``sweep.md`` and ``sweep.csv`` (trial, parameters, score and spread,
-frames, minutes, stopped early or not), ``sweep.json``, ``sweep.png`` (score against trial and
-against each parameter) and ``best.json``: the best trial's config, for ``rapidrl train ALGO
---config best.json``.
+While it runs it prints a line as each trial starts and ends (parameters, score, frames, how it
+ended) and a progress line. Output in ``OUT/NAME/``, each file written whole (atomically):
+``sweep.md`` and ``sweep.csv`` (trial, parameters, score and spread, frames, minutes, how it ended:
+finished, stopped early by the scheduler, cut by the time budget, not started, failed or
+interrupted), ``sweep.json``, ``sweep.png`` (score against trial and against each parameter) and
+``best.json``: the best trial's config, for ``rapidrl train ALGO --config best.json``.
 """
 
 from __future__ import annotations
@@ -27,21 +34,38 @@ import csv
 import io
 import json
 import math
-import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rapidrl.config import ConfigError, config_to_dict
-from rapidrl.sweep.spec import SweepSpec, load_spec, trial_config
+from rapidrl.sweep.spec import Range, SweepSpec, load_spec, trial_config
 
-__all__ = ["SweepConfig", "main", "run_sweep", "run_trial", "tune_space"]
+__all__ = [
+    "ENDS", "RAY_MIN", "SweepConfig", "check_ray_version", "main", "progress_line", "run_sweep",
+    "run_trial", "SearchPlan", "search_plan", "summarize", "trial_end", "trial_line", "tune_space",
+]  # fmt: skip
 
 _UNSOLVED = 2.0  # frames/minutes_to_score of a run that never reached the score: this x its budget
+
+RAY_MIN = (2, 41)
+"""The oldest Ray whose Tune has what this module calls: ``tune.report``, ``tune.get_context`` and
+``tune.RunConfig`` (pyproject's ``sweep`` extra pins the same)."""
+
+ENDS = {
+    "finished": "finished",
+    "stopped": "stopped early",
+    "cut": "cut by the budget",
+    "not started": "not started",
+    "failed": "failed",
+    "interrupted": "interrupted",
+}
+"""How a trial ended (:func:`trial_end`), as the table and the printed lines say it."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +95,70 @@ def tune_space(spec: SweepSpec) -> dict[str, Any]:
         "int": lambda v: tune.randint(v[0], v[1] + 1),
     }
     return {key: make[r.kind](r.values) for key, r in spec.space.items()}
+
+
+def check_ray_version(version: str) -> None:
+    """``ConfigError`` naming the fix unless Ray ``version`` is at least :data:`RAY_MIN`."""
+    numbers = []
+    for part in version.split(".")[:2]:
+        digits = part[: len(part) - len(part.lstrip("0123456789"))]
+        numbers.append(int(digits or 0))
+    if tuple(numbers) < RAY_MIN:
+        need = ".".join(map(str, RAY_MIN))
+        raise ConfigError(
+            f"rapidrl sweep needs Ray >= {need} (tune.report, tune.get_context, tune.RunConfig); "
+            f"this Python has Ray {version}: pip install -U 'ray[tune]>={need}' (a cluster given "
+            "with --ray must run the same Ray version as this machine)"
+        )
+
+
+def grid_size(spec: SweepSpec) -> int | None:
+    """How many combinations the space has, or None if a range is continuous (uniform,
+    loguniform)."""
+    size = 1
+    for rng in spec.space.values():
+        if rng.kind == "choice":
+            size *= len(rng.values)
+        elif rng.kind == "int":
+            size *= rng.values[1] - rng.values[0] + 1
+        else:
+            return None
+    return size
+
+
+def _grid_values(rng: Range) -> list[Any]:
+    if rng.kind == "choice":
+        return list(rng.values)
+    return list(range(rng.values[0], rng.values[1] + 1))
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How Tune searches the space (:func:`search_plan`)."""
+
+    param_space: dict[str, Any]
+    search_alg: Any  # None: Tune's own variant generator (the grid)
+    num_samples: int
+    trials: int
+    how: str  # in words, for the sweep's first line
+
+
+def search_plan(spec: SweepSpec) -> SearchPlan:
+    """A space of choices and int ranges with no more combinations than ``budget.trials`` is a
+    grid, every combination once: sampling it would repeat some and miss others (TPE's first 10
+    proposals are random). Otherwise Optuna's TPE samples ``budget.trials`` (a proposal that
+    repeats an earlier trial's finished runs takes their scores: :func:`run_trial`)."""
+    from ray import tune
+
+    size = grid_size(spec)
+    if size is not None and size <= spec.trials:
+        space = {key: tune.grid_search(_grid_values(r)) for key, r in spec.space.items()}
+        return SearchPlan(space, None, 1, size, f"a grid, its {size} combinations once each")
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher = OptunaSearch(metric="score", mode=spec.mode, seed=0)
+    how = f"{spec.trials} trials by Optuna's TPE"
+    return SearchPlan(tune_space(spec), searcher, spec.trials, spec.trials, how)
 
 
 def _slug(text: str) -> str:
@@ -105,15 +193,16 @@ def _run_score(spec: SweepSpec, run_dir: Path, summary: dict[str, Any], cfg: Any
 
 def _same_run_elsewhere(trial_dir: Path, name: str, fields: dict[str, Any]) -> Path | None:
     """A finished run of another trial of this sweep with the same config, seed included (a
-    sampler may propose a choice it proposed before). A run is deterministic for its config and
-    seed on one machine with the same threads, so training it again would repeat it."""
+    sampler may propose a choice it proposed before): its score is the one measured for these
+    parameters and seed, and its run dir (checkpoints and all) is there to evaluate."""
     from rapidrl.bench.runner import run_state
 
+    want = json.loads(json.dumps(fields))  # as the file holds it (tuples are lists there)
     for other in sorted(trial_dir.parent.glob(f"*/{name}.config.json")):
         if other.parent == trial_dir:
             continue
         try:
-            if json.loads(other.read_text()) != fields:
+            if json.loads(other.read_text()) != want:
                 continue
         except (OSError, ValueError):
             continue
@@ -129,31 +218,29 @@ def run_trial(
     process writing its own run dir in ``trial_dir``) and return its result. ``report(metrics)``
     gets every metrics row of the first run (``frames``, ``curve``) and the final result (Tune's
     ``tune.report``). A run dir holding a finished run is kept; one with a checkpoint resumes (a
-    sweep started again); one that another trial already ran with the same config and seed is
-    copied from it, not trained again (``reused`` in the result names those runs). A trainer
-    that fails raises ``RuntimeError`` with its log's tail."""
-    from rapidrl.bench.runner import run_training, trainer_argv
+    sweep started again). A run with the config and seed of another trial's finished run is not
+    trained: its score is that run's, its rows go to the scheduler, and the result names it in
+    ``reused`` (the run and trial) and ``reused_dirs`` (its run dir: nothing is copied). A
+    trainer that fails raises ``RuntimeError`` with its log's tail."""
+    from rapidrl.bench.runner import run_state, run_training, trainer_argv
     from rapidrl.train.metrics import read_metrics
-    from rapidrl.train.run import RunDir
+    from rapidrl.train.run import RunDir, atomic_write_text
 
     runs = [(env, seed) for seed in spec.seeds for env in spec.envs]
     reused: list[str] = []
+    reused_dirs: list[str] = []
     scores: dict[int, list[float]] = {}
     frames_total, seconds_total, frames_reused = 0, 0.0, 0
     for i, (env, seed) in enumerate(runs):
         cfg = trial_config(spec, params, env, seed)
         name = f"{_slug(env)}-seed-{seed}"
         run_dir, log = trial_dir / name, trial_dir / f"{name}.log"
-        summary_path = run_dir / "summary.json"
         was_reused = False
-        done = summary_path.exists() and json.loads(summary_path.read_text()).get(
-            "stop_reason"
-        ) not in (None, "interrupted")
-        if not done:
+        if run_state(run_dir) != "done":
+            cmd: list[str] | None = None
             if RunDir(run_dir).has_checkpoints():
                 cmd = trainer_argv(spec.algo, "--resume", str(run_dir), "--no-progress")
             else:
-                trial_dir.mkdir(parents=True, exist_ok=True)
                 fields = {k: v for k, v in config_to_dict(cfg).items()}
                 fields.update(
                     no_progress=True, torch_threads=max(1, int(spec.cpus_per_trial)),
@@ -164,16 +251,17 @@ def run_trial(
                 if spec.grace_frames is not None:  # rows often enough for the scheduler
                     every = max(1, spec.grace_frames // 4)
                     fields["log_every_frames"] = min(cfg.log_every_frames or every, every)
-                config = trial_dir / f"{name}.config.json"
-                config.write_text(json.dumps(fields, indent=1) + "\n")
-                cmd = trainer_argv(spec.algo, "--config", str(config), "--run-dir", str(run_dir))
                 twin = _same_run_elsewhere(trial_dir, name, fields)
-                if twin is not None:
-                    if run_dir.exists():
-                        shutil.rmtree(run_dir)
-                    shutil.copytree(twin, run_dir, ignore=shutil.ignore_patterns("checkpoints"))
-                    reused.append(f"{name} (from trial {twin.parent.name})")
-                    was_reused, cmd = True, None
+                if twin is not None:  # its score, frames and rows; nothing copied or trained
+                    run_dir, was_reused = twin, True
+                    reused.append(f"{name} of trial {twin.parent.name}")
+                    reused_dirs.append(str(twin))
+                else:
+                    config = trial_dir / f"{name}.config.json"
+                    atomic_write_text(config, json.dumps(fields, indent=1) + "\n", "a run config")
+                    cmd = trainer_argv(
+                        spec.algo, "--config", str(config), "--run-dir", str(run_dir)
+                    )
             base, seen = frames_total, [0]
             unsolved = _unsolved(spec, cfg) if spec.to_score is not None else 0.0
 
@@ -208,13 +296,12 @@ def run_trial(
 
             if cmd is None:  # reused: its rows go to the scheduler as if it had just run
                 pass_rows()
-                rc = 0
             else:
                 rc, _ = run_training(cmd, log, 10 * 24 * 3600.0, on_poll=pass_rows)
-            if rc != 0 or not summary_path.exists():
-                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-                raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; {log}:\n{tail}")
-        summary = json.loads(summary_path.read_text())
+                if rc != 0 or not (run_dir / "summary.json").exists():
+                    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                    raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; {log}:\n{tail}")
+        summary = json.loads((run_dir / "summary.json").read_text())
         frames_total += int(summary["frames"])
         if was_reused:
             frames_reused += int(summary["frames"])
@@ -230,6 +317,7 @@ def run_trial(
         "score_max": max(per_seed),
         "seed_scores": per_seed,
         "reused": reused,
+        "reused_dirs": reused_dirs,
         "frames_reused": frames_reused,
         "finished": True,
     }
@@ -268,16 +356,23 @@ def _scheduler(spec: SweepSpec, total_frames: int):
 def run_sweep(
     spec: SweepSpec, out_dir: str | Path, *, ray_address: str = "local", resume: bool = False
 ) -> dict[str, Any]:
-    """Run (or go on with) the sweep; write the table, plot and best config; return the
-    result."""
+    """Run (or go on with) the sweep, printing a line as each trial starts and ends; write the
+    table, plot and best config; return the result."""
     try:
         import ray
-        from ray import tune
-        from ray.tune.search.optuna import OptunaSearch
     except ImportError as exc:
         raise ConfigError(
             f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install 'rapidrl[sweep]'"
         ) from None
+    check_ray_version(ray.__version__)  # before a Tune API that older Rays lack fails midway
+    try:
+        from ray import tune
+        from ray.tune.search.optuna import OptunaSearch  # noqa: F401  (Optuna there too)
+    except ImportError as exc:
+        raise ConfigError(
+            f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install 'rapidrl[sweep]'"
+        ) from None
+    from rapidrl.sweep.tune_hooks import Budget, Progress
     from rapidrl.train.lock import RunLock
 
     out = Path(out_dir).resolve() / spec.name
@@ -303,8 +398,12 @@ def run_sweep(
                     f"cpus_per_trial {spec.cpus_per_trial:g} is more than the {cpus:g} CPUs Ray "
                     "has; lower it in the spec"
                 )
+            plan = search_plan(spec)
+            at_once = max(1, int(cpus // spec.cpus_per_trial))
+            print(_header(spec, plan.how, at_once, base.max_frames, out, resume), flush=True)
             trainable = tune.with_resources(_trainable(spec, out), {"cpu": spec.cpus_per_trial})
             if resume:
+                # Tune restores the search, the scheduler, the budget and the progress lines.
                 tuner = tune.Tuner.restore(
                     str(experiment), trainable=trainable, resume_unfinished=True,
                     restart_errored=True,
@@ -312,61 +411,175 @@ def run_sweep(
             else:
                 tuner = tune.Tuner(
                     trainable,
-                    param_space=tune_space(spec),
+                    param_space=plan.param_space,
                     tune_config=tune.TuneConfig(
-                        search_alg=OptunaSearch(metric="score", mode=spec.mode, seed=0),
+                        search_alg=plan.search_alg,
                         scheduler=_scheduler(spec, total_frames),
-                        num_samples=spec.trials,
-                        max_concurrent_trials=max(1, int(cpus // spec.cpus_per_trial)),
-                        time_budget_s=None if spec.hours is None else spec.hours * 3600,
+                        num_samples=plan.num_samples,
+                        max_concurrent_trials=at_once,
                     ),
                     run_config=tune.RunConfig(
-                        name=spec.name, storage_path=str(out / "tune"), verbose=0
+                        name=spec.name,
+                        storage_path=str(out / "tune"),
+                        verbose=0,
+                        stop=None if spec.hours is None else Budget(spec.hours * 3600),
+                        callbacks=[Progress(plan.trials)],
                     ),
                 )
+            Budget.spent = False
             t0 = time.monotonic()
             grid = tuner.fit()
             wall = time.monotonic() - t0
         finally:
             if started:
                 ray.shutdown()
-        result = summarize(spec, grid, total_frames, wall)
+        result = summarize(spec, grid, total_frames, wall, budget_spent=Budget.spent)
+        for row in result["trials"]:  # the trials the sweep's end cut: no Tune callback told
+            if row["end"] in ("cut", "not started", "interrupted"):
+                print(trial_line(row["trial"], row["params"], row, row["end"]), flush=True)
         write_outputs(spec, result, out)
     return result
 
 
-def summarize(spec: SweepSpec, grid: Any, total_frames: int, wall_s: float) -> dict[str, Any]:
-    """One row a trial (its parameters, score and spread, frames, minutes, stopped early or
-    not), the best trial, and the frames early stopping saved."""
+def _header(
+    spec: SweepSpec, how: str, at_once: int, max_frames: int, out: Path, resume: bool
+) -> str:
+    """The line a sweep starts with: what runs, how many at a time, where it writes."""
+    budget = "" if spec.hours is None else f", at most {spec.hours:g} h"
+    runs = len(spec.envs) * len(spec.seeds)
+    return (
+        f"sweep {spec.name}{' (resumed)' if resume else ''}: {how}{budget}, "
+        f"{spec.cpus_per_trial:g} CPUs a trial, up to {at_once} at a time; a trial: "
+        f"{runs} run{'s' if runs != 1 else ''} ({', '.join(spec.envs)} x seeds "
+        f"{', '.join(map(str, spec.seeds))}) of {max_frames:,} frames; early stopping "
+        f"{spec.scheduler}; in {out}"
+    )
+
+
+def trial_end(metrics: dict[str, Any] | None, error: Any, budget_spent: bool) -> str:
+    """How a trial ended (a key of :data:`ENDS`), from Tune's record of it (a ``Result``'s
+    ``metrics`` and ``error``, or a ``Trial``'s ``last_result``): ``failed`` (an error),
+    ``finished`` (its final result, every run done), ``stopped`` (the scheduler stopped it: Tune
+    marks the result it stopped the trial at ``done``). A trial still running or waiting when
+    the sweep ended was ``cut`` (it had started: a report, or Tune's record of its worker, its
+    ``pid``) or ``not started`` when the time budget ran out (``budget_spent``), else
+    ``interrupted`` (a Ctrl-C: ``--resume`` goes on with it)."""
+    m = metrics or {}
+    if error is not None:
+        return "failed"
+    if m.get("finished"):
+        return "finished"
+    if m.get("done"):
+        return "stopped"
+    if not budget_spent:
+        return "interrupted"
+    return "cut" if "frames" in m or "pid" in m else "not started"
+
+
+def error_line(error: Any) -> str:
+    """An error in one line: that of the exception Ray wrapped (``RayTaskError.cause``), its
+    type and first line."""
+    if error is None:
+        return ""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    first = lines[0].strip() if lines else ""
+    return f"{type(error).__name__}: {first}" if isinstance(error, BaseException) else first
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
+
+
+def trial_line(
+    trial: str, params: dict[str, Any], metrics: dict[str, Any] | None, end: str,
+    error: Any = None,
+) -> str:  # fmt: skip
+    """The line printed as a trial starts (``end`` = ``started``) or ends (a key of
+    :data:`ENDS`): its parameters, and its score, frames and minutes as far as it got."""
+    m = metrics or {}
+    if end == "started":
+        return f"  trial {trial} started: {_params_text(params)}"
+    frames = int(m.get("frames") or 0)
+    if end == "finished":
+        minutes = m.get("minutes")
+        text = (
+            f"finished: score {_fmt(m.get('score'))} ({_fmt(m.get('score_min'))}.."
+            f"{_fmt(m.get('score_max'))}), {frames:,} frames"
+            + ("" if minutes is None else f", {float(minutes):.1f} min")
+        )
+        if m.get("reused"):
+            text += "; reused " + ", ".join(m["reused"])
+    elif end == "stopped":
+        text = f"stopped early at {frames:,} frames (mean-100 {_fmt(m.get('curve'))})"
+    elif end == "cut":
+        text = f"cut by the budget at {frames:,} frames"
+    elif end == "not started":
+        text = "not started: the budget ran out first"
+    elif end == "failed":
+        text = f"FAILED: {error_line(error) if error is not None else m.get('error') or '?'}"
+    else:
+        text = f"interrupted at {frames:,} frames: --resume goes on with it"
+    return f"  trial {trial} ({_params_text(params)}) {text}"
+
+
+def progress_line(states: Sequence[str], total: int, minutes: float) -> str:
+    """``  progress: 3 of 6 trials ended (2 finished, 1 stopped early), 1 running; 4.2 min``
+    from each trial's state (a key of :data:`ENDS`, or ``running``, ``pending``...)."""
+    counts = Counter(states)
+    ended = sum(counts[e] for e in ENDS)
+    how = ", ".join(f"{counts[e]} {ENDS[e]}" for e in ENDS if counts[e])
+    line = f"  progress: {ended} of {max(total, len(states))} trials ended"
+    if how:
+        line += f" ({how})"
+    if counts["running"]:
+        line += f", {counts['running']} running"
+    return line + f"; {minutes:.1f} min"
+
+
+def summarize(
+    spec: SweepSpec, grid: Any, total_frames: int, wall_s: float, budget_spent: bool = False
+) -> dict[str, Any]:
+    """One row a trial (its parameters, score and spread, frames, minutes, how it ended: see
+    :func:`trial_end`), the best trial, and the frames early stopping saved: the frames trained
+    against those plus what the trials stopped early would have run to the end of their budget
+    (an upper bound: a run that reaches ``to_score`` stops sooner)."""
     rows = []
     for res in grid:
         m = res.metrics or {}
+        end = trial_end(m, res.error, budget_spent)
         rows.append(
             {
                 "trial": str(m.get("trial_id") or (Path(res.path).name if res.path else "?")),
                 "params": dict(res.config or {}),
-                "score": m.get("score") if m.get("finished") else None,
-                "score_min": m.get("score_min") if m.get("finished") else None,
-                "score_max": m.get("score_max") if m.get("finished") else None,
-                "frames": m.get("frames", 0),
+                "score": m.get("score") if end == "finished" else None,
+                "score_min": m.get("score_min") if end == "finished" else None,
+                "score_max": m.get("score_max") if end == "finished" else None,
+                "frames": int(m.get("frames") or 0),
                 "minutes": m.get("minutes"),
-                "stopped_early": not m.get("finished", False) and res.error is None,
+                "end": end,
+                "stopped_early": end == "stopped",
                 "reused": list(m.get("reused") or []),
+                "reused_dirs": list(m.get("reused_dirs") or []),
                 "frames_reused": int(m.get("frames_reused") or 0),
-                "error": None if res.error is None else str(res.error).splitlines()[0],
+                "error": None if res.error is None else error_line(res.error),
             }
         )
     rows.sort(key=lambda r: r["trial"])
     done = [r for r in rows if r["score"] is not None and not math.isnan(r["score"])]
     pick = max if spec.mode == "max" else min
     best = pick(done, key=lambda r: r["score"]) if done else None
-    used = sum(int(r["frames"] or 0) - r["frames_reused"] for r in rows)  # trained here
+    used = sum(r["frames"] - r["frames_reused"] for r in rows)  # trained here
+    saved = sum(max(0, total_frames - r["frames"]) for r in rows if r["end"] == "stopped")
     return {
         "spec": {**spec.__dict__, "space": {k: vars(v) for k, v in spec.space.items()}},
         "trials": rows,
         "best": best,
+        "ends": {e: n for e in ENDS if (n := sum(r["end"] == e for r in rows))},
         "frames_used": used,
-        "frames_without_early_stopping": total_frames * len(rows),
+        "frames_without_early_stopping": used + saved,
         "wall_minutes": wall_s / 60.0,
     }
 
@@ -393,27 +606,30 @@ def format_table(result: dict[str, Any]) -> str:
         f"{', '.join(spec['envs'])}, seeds {', '.join(map(str, spec['seeds']))}; objective "
         f"{objective}, median over seeds; early stopping {spec['scheduler']}",
         "",
-        "| trial | "
-        + " | ".join(keys)
-        + " | score | min..max | frames | minutes | stopped early |",
+        "| trial | " + " | ".join(keys) + " | score | min..max | frames | minutes | end |",
         "| --- | " + " | ".join("---" for _ in keys) + " | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         spread = "-" if r["score"] is None else f"{_fmt(r['score_min'])}..{_fmt(r['score_max'])}"
-        early = "yes" if r["stopped_early"] else (f"error: {r['error']}" if r["error"] else "no")
-        if r.get("reused"):  # the same config and seed as an earlier trial: copied, not trained
-            early += "; reused " + ", ".join(r["reused"])
+        end = r.get("end") or ("stopped" if r["stopped_early"] else "finished")
+        how = f"failed: {r['error']}" if end == "failed" and r["error"] else ENDS[end]
+        if r.get("reused"):  # the same config and seed as an earlier trial's run: its score
+            how += "; reused " + ", ".join(r["reused"])
         lines.append(
             f"| {r['trial']} | " + " | ".join(_fmt(r["params"].get(k)) for k in keys)
             + f" | {_fmt(r['score'])} | {spread} | {int(r['frames'] or 0):,} | "
-            f"{_fmt(r['minutes'])} | {early} |"
+            f"{_fmt(r['minutes'])} | {how} |"
         )  # fmt: skip
     used, full = result["frames_used"], result["frames_without_early_stopping"]
+    ends = result.get("ends") or {}
+    stopped = ends.get("stopped", 0)
     lines += [
         "",
-        f"Frames run: {used:,}; the same trials without early stopping: {full:,} "
-        f"({used / full:.0%}). Wall time {result['wall_minutes']:.1f} min.",
-    ]
+        "Trials: " + (", ".join(f"{n} {ENDS[e]}" for e, n in ends.items()) or "none") + ".",
+        f"Frames trained: {used:,}; with the {stopped} trial{'s' if stopped != 1 else ''} "
+        f"stopped early run to the end of their budget: {full:,}" + (f" ({used / full:.0%})" if full else "")
+        + f". Wall time {result['wall_minutes']:.1f} min.",
+    ]  # fmt: skip
     if result["best"]:
         b = result["best"]
         lines.append(f"Best: trial {b['trial']}, score {_fmt(b['score'])}: {b['params']}")
@@ -421,22 +637,27 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def write_outputs(spec: SweepSpec, result: dict[str, Any], out: Path) -> None:
+    """``sweep.json``, ``sweep.md``, ``sweep.csv``, ``best.json`` and ``sweep.png``, each written
+    whole or not at all (a crash or a full disk leaves the previous version, never a torn one)."""
+    from rapidrl.train.run import atomic_write_text  # imports torch: not before it is needed
+
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    (out / "sweep.md").write_text(format_table(result))
+    atomic_write_text(out / "sweep.json", json.dumps(result, indent=2, default=str) + "\n")
+    atomic_write_text(out / "sweep.md", format_table(result))
     keys = list(spec.space)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["trial", *keys, "score", "score_min", "score_max", "frames", "minutes",
+    w.writerow(["trial", *keys, "score", "score_min", "score_max", "frames", "minutes", "end",
                 "stopped_early"])  # fmt: skip
     for r in result["trials"]:
         w.writerow([r["trial"], *(r["params"].get(k) for k in keys), r["score"], r["score_min"],
-                    r["score_max"], r["frames"], r["minutes"], r["stopped_early"]])  # fmt: skip
-    (out / "sweep.csv").write_text(buf.getvalue())
+                    r["score_max"], r["frames"], r["minutes"], r["end"],
+                    r["stopped_early"]])  # fmt: skip
+    atomic_write_text(out / "sweep.csv", buf.getvalue())
     if result["best"]:
         best = trial_config(spec, result["best"]["params"], spec.envs[0], spec.seeds[0])
         data = {k: v for k, v in config_to_dict(best).items() if k not in ("run_dir", "resume")}
-        (out / "best.json").write_text(json.dumps(data, indent=2) + "\n")
+        atomic_write_text(out / "best.json", json.dumps(data, indent=2) + "\n", "the best config")
     try:
         _plot(spec, result, out / "sweep.png")
     except Exception as exc:  # a plot must never lose the table
@@ -448,6 +669,8 @@ def _plot(spec: SweepSpec, result: dict[str, Any], png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from rapidrl.train.run import atomic_write
 
     rows = [r for r in result["trials"] if r["score"] is not None]
     keys = list(spec.space)
@@ -463,8 +686,10 @@ def _plot(spec: SweepSpec, result: dict[str, Any], png: Path) -> None:
         ax.set_xlabel(key)
     fig.suptitle(f"sweep {spec.name}")
     fig.tight_layout()
-    fig.savefig(png, dpi=90)
-    plt.close(fig)
+    try:
+        atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=90), "the sweep's plot")
+    finally:
+        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
