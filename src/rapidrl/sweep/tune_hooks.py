@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from ray.tune import Callback
 from ray.tune.stopper import TimeoutStopper
 
-from rapidrl.sweep.run import progress_line, trial_end, trial_line
+from rapidrl.sweep.lines import progress_line, trial_end, trial_line
 
 __all__ = ["Budget", "Progress"]
 
