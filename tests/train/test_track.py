@@ -358,6 +358,11 @@ def offline_wandb(tmp_path, monkeypatch, no_login):
 def test_a_real_offline_wandb_run(tmp_path, offline_wandb):
     run = tmp_path / "run"
     train(dataclasses.replace(CARTPOLE, run_dir=str(run), track="wandb"))
+    # wandb's service writes its log out on its own schedule (every 15 s), all of it when it
+    # stops: as it does at this process's exit, before `wandb sync` reads the files.
+    import wandb
+
+    wandb.teardown()
     (offline,) = _segments(run)
     data = next(offline.glob("run-*.wandb")).read_bytes()
     for key in ("return_mean_100", "policy_loss", "learning_curve"):
