@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rapidrl.nets.torso import ConvTorso, make_torso, use_precision
+from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso, use_precision
 
 __all__ = ["NoisyLinear", "QNetwork"]
 
@@ -88,6 +88,8 @@ class QNetwork(nn.Module):
         torso_kind: the image torso, ``nature`` or ``small`` (see
             :func:`rapidrl.nets.torso.make_torso`; ignored for flat observations).
         layer_norm: a LayerNorm after every torso layer, before its activation (PQN).
+        torso_channels: the nature torso's three convolution widths.
+        torso_dim: features out of the torso (None: the torso's own, nature 512, small 256).
 
     ``forward(obs)`` returns Q-values ``[B, A]``. ``forward_dist(obs)`` returns ``(q, log_probs)``
     with ``log_probs [B, A, num_atoms]`` (distributional only); ``q = sum_z p(z) z``.
@@ -110,6 +112,8 @@ class QNetwork(nn.Module):
         compute_dtype: torch.dtype | None = None,
         torso_kind: str = "nature",
         layer_norm: bool = False,
+        torso_channels: tuple[int, int, int] = NATURE_CHANNELS,
+        torso_dim: int | None = None,
     ):
         super().__init__()
         if distributional and (num_atoms < 2 or not v_min < v_max):
@@ -123,7 +127,13 @@ class QNetwork(nn.Module):
         self.distributional = distributional
         self.num_atoms = int(num_atoms) if distributional else 1
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
-        self.torso = make_torso(self.obs_shape, kind=torso_kind, layer_norm=layer_norm)
+        self.torso = make_torso(
+            self.obs_shape,
+            out_dim=torso_dim,
+            kind=torso_kind,
+            layer_norm=layer_norm,
+            channels=tuple(torso_channels),
+        )
         feat = self.torso.out_dim
 
         def linear(i: int, o: int) -> nn.Module:

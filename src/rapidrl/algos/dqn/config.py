@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Literal
 import tyro
 
 from rapidrl.config import ConfigError, Precision, RayTrainerConfig, flag_name, need
+from rapidrl.nets.torso import NATURE_CHANNELS
 
 __all__ = ["DQNConfig", "PRESETS"]
 
@@ -81,6 +82,12 @@ class DQNConfig(RayTrainerConfig):
     """Atari torso: nature = the Nature-DQN CNN (any obs_size >= 36); small = 4 x conv(32, 3x3,
     stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Ignored off Atari
     (an MLP)."""
+    torso_channels: tuple[int, int, int] = NATURE_CHANNELS
+    """The nature torso's three convolution widths; narrower: fewer multiply-adds an update and
+    an action."""
+    torso_dim: int | None = None
+    """Features out of the torso (its linear layer); None: the torso's own (nature 512, small
+    256)."""
     head_hidden: int = 0
     """Width of an extra hidden layer per head stream (0: the head is one layer after the
     torso's 512 features)."""
@@ -241,6 +248,19 @@ class DQNConfig(RayTrainerConfig):
                 self.per_beta_steps >= 1,
                 f"--per-beta-steps must be >= 1, got {self.per_beta_steps}",
             )
+        need(
+            len(self.torso_channels) == 3 and min(self.torso_channels) >= 1,
+            f"--torso-channels needs 3 positive widths, got {self.torso_channels}",
+        )
+        need(
+            self.torso == "nature" or tuple(self.torso_channels) == NATURE_CHANNELS,
+            f"--torso-channels sets the nature torso's widths; --torso {self.torso} has its "
+            "own: drop --torso-channels",
+        )
+        need(
+            self.torso_dim is None or self.torso_dim >= 1,
+            f"--torso-dim must be >= 1 (or None), got {self.torso_dim}",
+        )
         need(self.head_hidden >= 0, f"--head-hidden must be >= 0, got {self.head_hidden}")
         if self.backend == "serial" and self.num_workers not in (None, 1):
             raise ConfigError(

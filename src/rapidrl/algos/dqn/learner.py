@@ -108,6 +108,8 @@ def net_kwargs(
         "channels_last": cfg.channels_last,
         "sigma0": cfg.noisy_sigma0,
         "torso_kind": cfg.torso,
+        "torso_channels": tuple(cfg.torso_channels),
+        "torso_dim": cfg.torso_dim,
         "compute_dtype": resolve_precision(cfg.precision, device),
     }
 
