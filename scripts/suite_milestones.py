@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rapidrl.bench.runner import read_curve
+from rapidrl.train.launch import read_curve
 
 
 def main() -> None:

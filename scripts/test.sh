@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test,envpool,ray,sb3,sweep,wandb
 . .venv/bin/activate
-ruff check src tests examples
+ruff check src tests examples benchmarks
 # Two test processes (pytest-xdist): much of the suite waits on env workers, Ray and process
 # starts, so on 2 cores the first stage takes ~0.6-0.65x the time of one process (286-300 s
 # against 458 s on a Zen 3, README). The Ray tests form one group (xdist_group "ray"): they run one

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from rapidrl import cli
 from rapidrl.cli import USAGE
 
 
@@ -27,3 +30,15 @@ def test_python_m_rapidrl_passes_the_exit_code_on():
     result = _run("no-such-command")
     assert result.returncode == 2
     assert "unknown command 'no-such-command'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "bench, script", [("dqn", "dqn_ladder"), ("lstm", "lstm_phase"), ("ray", "ray_sampler")]
+)
+def test_a_bench_that_moved_to_benchmarks_says_where(capsys, bench, script):
+    """The project's own experiments left the package: the old command names the script."""
+    assert cli.main(["bench", bench, "--seconds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"'rapidrl bench {bench}' moved" in err
+    assert f"python benchmarks/{script}.py" in err and "Traceback" not in err
+    assert f"bench {bench} " not in USAGE

@@ -17,9 +17,6 @@ commands:
   eval RUN_DIR   play a trained agent: scores, optional --video out.mp4
   bench envs     steps/s of every vector backend and layout vs gymnasium's and ale_py's
                  (--autotune stores the fastest layout for backend='auto')
-  bench dqn      the DQN speed-up ladder (k steps per update, actor process, vector env)
-  bench lstm     PPO-LSTM training phase: step-by-step loop vs packed sequences (time, memory)
-  bench ray      sampler throughput vs Ray workers on a local cluster
   bench solve    minutes and frames to solve a game, several seeds one after the other
   bench atari    a suite: games x algorithms x seeds at one budget, one table (local or Ray)
   bench profile  where one update's time goes: rollout (acting, envs), advantages, update;
@@ -72,14 +69,20 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("train", "pqn"): _lazy("rapidrl.algos.pqn.train:main_pqn"),
     ("eval",): _lazy("rapidrl.algos.eval:main"),
     ("bench", "envs"): _bench_envs,
-    ("bench", "dqn"): _lazy("rapidrl.bench.dqn:main"),
-    ("bench", "lstm"): _lazy("rapidrl.bench.lstm:main"),
-    ("bench", "ray"): _lazy("rapidrl.bench.ray:main"),
     ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),
     ("bench", "atari"): _lazy("rapidrl.bench.atari:main"),
     ("bench", "profile"): _lazy("rapidrl.bench.profile:main"),
     ("sweep",): _lazy("rapidrl.sweep.run:main"),
     ("envs",): _envs,
+}
+
+
+# Commands that were the project's own experiments, now scripts in the checkout's benchmarks/
+# (not installed with the package): where each went.
+MOVED: dict[tuple[str, ...], str] = {
+    ("bench", "dqn"): "benchmarks/dqn_ladder.py",
+    ("bench", "lstm"): "benchmarks/lstm_phase.py",
+    ("bench", "ray"): "benchmarks/ray_sampler.py",
 }
 
 
@@ -118,6 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt:
                 print("interrupted", file=sys.stderr)
                 return 130
+    for words, script in MOVED.items():
+        if tuple(argv[: len(words)]) == words:
+            print(
+                f"rapidrl: error: 'rapidrl {' '.join(words)}' moved out of the installed "
+                f"package: run 'python {script}' (the same flags) in a checkout of the rapidrl "
+                "repository (benchmarks/README.md)",
+                file=sys.stderr,
+            )
+            return 2
     print(f"rapidrl: unknown command {' '.join(argv[:2])!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

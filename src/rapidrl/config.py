@@ -340,7 +340,7 @@ class TrainerConfig:
     """No progress bar (it is shown only on a terminal anyway)."""
     track: Literal["none", "wandb"] = "none"
     """wandb: also send the config, every metrics row, the summary and the learning curve to
-    Weights & Biases (pip install 'rapidrl[wandb]'); offline when not logged in (wandb sync
+    Weights & Biases (pip install -e '.[wandb]' in the rapidrl checkout); offline when not logged in (wandb sync
     later). The run's name is the run dir's, its id kept in the run dir (a resume goes on in
     it); rows go once a checkpoint covers them, so after a crash W&B holds metrics.csv's rows."""
     track_project: str = "rapidrl"

@@ -24,8 +24,8 @@ from rapidrl.bench.atari import (
     suite_medians,
     summarize_suite,
 )
-from rapidrl.bench.runner import run_state
 from rapidrl.config import ConfigError
+from rapidrl.train.launch import run_state
 
 
 def test_human_normalized_scores():
@@ -168,7 +168,7 @@ def test_a_trainer_stopped_from_outside_stops_the_suite(tmp_path, monkeypatch, c
         (Path(run_dir) / "summary.json").write_text(json.dumps({"stop_reason": "interrupted"}))
         return 0, 1.0
 
-    monkeypatch.setattr(atari, "run_training", stopped_trainer)
+    monkeypatch.setattr(atari, "launch_training", stopped_trainer)
     result = bench_atari(b)
     assert len(started) == 1  # seed 2 never started
     (run,) = result["runs"]
@@ -237,7 +237,7 @@ def test_report_runs_nothing_and_tables_the_finished_runs(tmp_path, monkeypatch,
     def no_run(*args, **kwargs):
         raise AssertionError("--report ran a trainer")
 
-    monkeypatch.setattr(atari, "run_training", no_run)
+    monkeypatch.setattr(atari, "launch_training", no_run)
     done = RunSpec("breakout", "ppo", "lean", 1).run_dir(tmp_path)
     _canned_run(done, frames=10_027_008, final=103.1, best=103.1, curve=((0, 1.0), (1e7, 103.1)))
     stopped = RunSpec("qbert", "ppo", "lean", 1).run_dir(tmp_path)

@@ -97,7 +97,7 @@ def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, mo
     launched: list[list[str]] = []
 
     def trainer(stop_reason):
-        def fake_run_training(cmd, log_path, limit_seconds):
+        def fake_launch_training(cmd, log_path, limit_seconds):
             launched.append(list(cmd))
             flag = "--resume" if "--resume" in cmd else "--run-dir"
             run_dir = Path(cmd[cmd.index(flag) + 1])
@@ -109,9 +109,9 @@ def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, mo
                 log.write("trained\n")
             return 0, 1.0
 
-        return fake_run_training
+        return fake_launch_training
 
-    monkeypatch.setattr(atari, "run_training", trainer("interrupted"))
+    monkeypatch.setattr(atari, "launch_training", trainer("interrupted"))
     result = bench_solve(b)
     assert len(launched) == 1  # seed 2 never started
     (run,) = result["runs"]
@@ -120,7 +120,7 @@ def test_a_trainer_stopped_from_outside_stops_the_bench_and_resumes(tmp_path, mo
 
     # The same command again: seed 1 resumes from its checkpoint (its own config.json), then
     # seed 2 starts afresh; both records carry the recipe's command, not the resume line.
-    monkeypatch.setattr(atari, "run_training", trainer("max_minutes"))
+    monkeypatch.setattr(atari, "launch_training", trainer("max_minutes"))
     result = bench_solve(b)
     resumed, fresh = launched[1:]
     seed1 = _seed_dir(tmp_path, 1, "pong", "ppo-lean")

@@ -35,10 +35,14 @@ def test_missing_ray_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(ImportError) as e:
         require_ray()
-    assert str(e.value) == "Ray is not installed: pip install 'rapidrl[ray]'" == RAY_MISSING
+    assert (
+        str(e.value)
+        == "Ray is not installed: pip install -e '.[ray]' in the rapidrl checkout"
+        == RAY_MISSING
+    )
     from rapidrl.distributed import RaySampler
 
-    with pytest.raises(ImportError, match=r"pip install 'rapidrl\[ray\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[ray\]'"):
         RaySampler("CartPole-v1", Q_CARTPOLE, 1)
 
 

@@ -109,7 +109,10 @@ def test_without_ray_installed_a_clear_error(tmp_path, monkeypatch, capsys, algo
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     assert cli.main(["train", algo, "--env", "CartPole-v1", "--ray", "local"]) == 2
     err = capsys.readouterr().err
-    assert "Ray is not installed: pip install 'rapidrl[ray]'" in err and "Traceback" not in err
+    assert (
+        "Ray is not installed: pip install -e '.[ray]' in the rapidrl checkout" in err
+        and "Traceback" not in err
+    )
     assert not (tmp_path / "runs").exists()
 
 

@@ -124,3 +124,20 @@ def test_image_obs_uint8_and_channels_last_match(distributional):
 def test_bad_arguments():
     with pytest.raises(ValueError):
         QNetwork((4,), 2, distributional=True, v_min=1, v_max=1)
+
+
+def test_narrow_torso_widths_and_features():
+    """torso_channels / torso_dim build the nature torso narrower (the layer shapes say so); the
+    defaults build exactly the Nature network (same parameter shapes as before the fields)."""
+    narrow = QNetwork((2, 52, 52), 6, dueling=True, torso_channels=(16, 32, 32), torso_dim=256)
+    convs = [m for m in narrow.torso.net if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [16, 32, 32]
+    assert narrow.torso.out_dim == 256
+    # 52 -> 12 -> 5 -> 3: the linear layer flattens 32 x 3 x 3
+    assert narrow.torso.net[-2].weight.shape == (256, 32 * 3 * 3)
+    q = narrow(torch.randint(0, 256, (3, 2, 52, 52), dtype=torch.uint8))
+    assert q.shape == (3, 6)
+    default = QNetwork((4, 84, 84), 6)
+    shapes = {k: tuple(v.shape) for k, v in default.state_dict().items()}
+    assert shapes["torso.net.0.weight"] == (32, 4, 8, 8)
+    assert shapes["torso.net.7.weight"] == (512, 64 * 7 * 7)

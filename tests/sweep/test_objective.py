@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rapidrl.bench.runner as runner
+import rapidrl.train.launch as launch
 from rapidrl.sweep import parse_spec
 from rapidrl.sweep.run import run_trial
 
@@ -29,7 +29,7 @@ def fake_trainer(monkeypatch):
     """Each `rapidrl train` child writes a summary: solved per SOLVED, else at its budget."""
     launched = []
 
-    def run_training(cmd, log_path, limit_seconds, on_poll=None):
+    def launch_training(cmd, log_path, limit_seconds, on_poll=None):
         config = json.loads(Path(cmd[cmd.index("--config") + 1]).read_text())
         run_dir = Path(cmd[cmd.index("--run-dir") + 1])
         launched.append(config)
@@ -47,7 +47,7 @@ def fake_trainer(monkeypatch):
             on_poll()
         return 0, 1.0
 
-    monkeypatch.setattr(runner, "run_training", run_training)
+    monkeypatch.setattr(launch, "launch_training", launch_training)
     return launched
 
 

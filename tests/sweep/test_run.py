@@ -24,7 +24,7 @@ from rapidrl.algos.ppo.train import parse_ppo_args
 from rapidrl.config import ConfigError
 from rapidrl.sweep import load_spec
 
-tune = pytest.importorskip("ray.tune")  # the sweep extra: pip install 'rapidrl[sweep]'
+tune = pytest.importorskip("ray.tune")  # the sweep extra: pip install -e '.[sweep]'
 pytest.importorskip("optuna")
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray"), pytest.mark.timeout(900)]

@@ -206,7 +206,7 @@ def test_track_without_wandb_is_refused_before_anything_is_written(tmp_path, mon
     argv = ["train", "ppo", "--preset", "cartpole", "--track", "wandb", "--max-frames", "64"]
     assert cli.main([*argv, "--run-dir", str(run), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'rapidrl[wandb]'" in err and "Traceback" not in err
+    assert "pip install -e '.[wandb]' in the rapidrl checkout" in err and "Traceback" not in err
     assert not run.exists(), sorted(p.name for p in run.rglob("*"))  # no run dir, no config
 
 

@@ -115,5 +115,5 @@ def test_clear_errors(monkeypatch):
     with pytest.raises(ValueError, match="grayscale=False"):
         make_vec("pong", 2, "ale", env_options={"grayscale": False})
     monkeypatch.setitem(sys.modules, "envpool", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"pip install rapidrl\[envpool\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[envpool\]'"):
         make_vec("pong", 2, "envpool")

@@ -51,19 +51,19 @@ from pathlib import Path
 from typing import Any
 
 from rapidrl.algos import ALGOS, DEFAULT_PRESETS
-from rapidrl.bench.runner import (
+from rapidrl.config import ConfigError
+from rapidrl.hardware import describe, hardware_record
+from rapidrl.train.launch import (
+    launch_training,
     read_curve,
     read_summary,
     run_state,
-    run_training,
     same_recipe,
     split_extra,
     stopped_from_outside,
     time_split,
     trainer_argv,
 )
-from rapidrl.config import ConfigError
-from rapidrl.hardware import describe, hardware_record
 from rapidrl.train.lock import RunLock
 
 __all__ = [
@@ -539,7 +539,7 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
         cmd = run_command(b, spec, run_dir, extra)
         limit = None if b.max_minutes is None else 60.0 * (b.max_minutes + b.grace_minutes) + 120
         log = run_dir.parent / f"seed-{spec.seed}.log"
-        rc, _ = run_training(cmd, log, limit if limit is not None else 10 * 24 * 3600.0)
+        rc, _ = launch_training(cmd, log, limit if limit is not None else 10 * 24 * 3600.0)
         if rc == 0 and stopped_from_outside(run_dir):
             # A signal stopped the trainer alone (kill -INT PID, a scheduler's SIGTERM): it
             # checkpointed and exited 0. Not a failure of the run: the suite stops here.

@@ -371,7 +371,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``rapidrl bench profile [--algo ppo] [--updates 4] [-- TRAINER ARGS]``"""
-    from rapidrl.bench.runner import split_extra
+    from rapidrl.train.launch import split_extra
 
     argv = list(sys.argv[1:] if argv is None else argv)
     own, extra = split_extra(argv)

@@ -44,9 +44,9 @@ from typing import Any, Literal
 
 from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.bench.atari import BenchAtariConfig, check_recipes, run_locally, write_results
-from rapidrl.bench.runner import read_curve, split_extra
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
+from rapidrl.train.launch import read_curve, split_extra
 from rapidrl.train.lock import RunLock
 
 __all__ = [

@@ -13,7 +13,7 @@ Pieces (one place each):
   fault handling) and ``SerialSampler`` (the same calls in-process, no Ray).
 
 Ray is optional: importing this package never imports it; ``RaySampler`` / ``require_ray()``
-raise ``ImportError("Ray is not installed: pip install 'rapidrl[ray]'")`` without it.
+raise ``ImportError("Ray is not installed: pip install -e '.[ray]' in the rapidrl checkout")`` without it.
 
 DQN (Ape-X) learner loop::
 

@@ -54,7 +54,7 @@ __all__ = [
 
 log = logging.getLogger("rapidrl.distributed")
 
-RAY_MISSING = "Ray is not installed: pip install 'rapidrl[ray]'"
+RAY_MISSING = "Ray is not installed: pip install -e '.[ray]' in the rapidrl checkout"
 
 
 def require_ray():

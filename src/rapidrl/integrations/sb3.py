@@ -46,7 +46,7 @@ try:
 except ImportError as exc:  # an optional dependency: say how to get it
     raise ImportError(
         "rapidrl.integrations.sb3 needs stable-baselines3, which is not installed: "
-        "pip install 'rapidrl[sb3]' (or pip install 'stable-baselines3>=2.3')"
+        "pip install -e '.[sb3]' in the rapidrl checkout (or pip install 'stable-baselines3>=2.3')"
     ) from exc
 
 if TYPE_CHECKING:

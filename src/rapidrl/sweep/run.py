@@ -185,7 +185,7 @@ def _same_run_elsewhere(trial_dir: Path, name: str, fields: dict[str, Any]) -> P
     """A finished run of another trial of this sweep with the same config, seed included (a
     sampler may propose a choice it proposed before): its score is the one measured for these
     parameters and seed, and its run dir (checkpoints and all) is there to evaluate."""
-    from rapidrl.bench.runner import run_state
+    from rapidrl.train.launch import run_state
 
     want = json.loads(json.dumps(fields))  # as the file holds it (tuples are lists there)
     for other in sorted(trial_dir.parent.glob(f"*/{name}.config.json")):
@@ -212,7 +212,7 @@ def run_trial(
     trained: its score is that run's, its rows go to the scheduler, and the result names it in
     ``reused`` (the run and trial) and ``reused_dirs`` (its run dir: nothing is copied). A
     trainer that fails raises ``RuntimeError`` with its log's tail."""
-    from rapidrl.bench.runner import run_state, run_training, trainer_argv
+    from rapidrl.train.launch import launch_training, run_state, trainer_argv
     from rapidrl.train.metrics import read_metrics
     from rapidrl.train.run import RunDir, atomic_write_text
 
@@ -287,7 +287,7 @@ def run_trial(
             if cmd is None:  # reused: its rows go to the scheduler as if it had just run
                 pass_rows()
             else:
-                rc, _ = run_training(cmd, log, 10 * 24 * 3600.0, on_poll=pass_rows)
+                rc, _ = launch_training(cmd, log, 10 * 24 * 3600.0, on_poll=pass_rows)
                 if rc != 0 or not (run_dir / "summary.json").exists():
                     tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
                     raise RuntimeError(f"{' '.join(cmd)} exited with {rc}; {log}:\n{tail}")
@@ -352,7 +352,7 @@ def run_sweep(
         import ray
     except ImportError as exc:
         raise ConfigError(
-            f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install 'rapidrl[sweep]'"
+            f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install -e '.[sweep]' in the rapidrl checkout"
         ) from None
     check_ray_version(ray.__version__)  # before a Tune API that older Rays lack fails midway
     try:
@@ -360,7 +360,7 @@ def run_sweep(
         from ray.tune.search.optuna import OptunaSearch  # noqa: F401  (Optuna there too)
     except ImportError as exc:
         raise ConfigError(
-            f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install 'rapidrl[sweep]'"
+            f"rapidrl sweep needs Ray Tune and Optuna ({exc}): pip install -e '.[sweep]' in the rapidrl checkout"
         ) from None
     from rapidrl.sweep.tune_hooks import Budget, Progress
     from rapidrl.train.lock import RunLock

@@ -65,7 +65,7 @@ def _import_wandb() -> ModuleType:
         import wandb
     except ImportError:
         raise ConfigError(
-            "--track wandb needs the wandb package: pip install 'rapidrl[wandb]' (or drop --track)"
+            "--track wandb needs the wandb package: pip install -e '.[wandb]' in the rapidrl checkout (or drop --track)"
         ) from None
     return wandb
 

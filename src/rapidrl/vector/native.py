@@ -242,7 +242,7 @@ class EnvpoolGroup(_AtariGroupBase):
             import envpool
         except ImportError as exc:
             raise ImportError(
-                "the envpool backend needs envpool: pip install rapidrl[envpool]"
+                "the envpool backend needs envpool: pip install -e '.[envpool]' in the rapidrl checkout"
             ) from exc
         o = self.opts
         h, w = o.screen_hw
@@ -435,7 +435,7 @@ def make_envpool_vec(
         import envpool  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "the envpool backend needs envpool: pip install rapidrl[envpool]"
+            "the envpool backend needs envpool: pip install -e '.[envpool]' in the rapidrl checkout"
         ) from exc
     game, opts = atari_options(env_id, options, "envpool")
     b = num_envs if batch_size is None else batch_size

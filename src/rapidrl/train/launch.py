@@ -1,5 +1,10 @@
-"""Running one training as a child process with a wall-clock limit, and reading what it left:
-written once for ``rapidrl bench solve`` and ``rapidrl bench atari``."""
+"""Launching one training as a child process with a wall-clock limit, and reading what it left:
+written once for ``rapidrl bench solve``, ``rapidrl bench atari`` and ``rapidrl sweep``.
+
+Not the run loop (:func:`rapidrl.train.runner.run_training` trains in this process):
+:func:`launch_training` starts ``rapidrl train ...`` (or any command) in a child process.
+Imports only the standard library and, inside functions, :mod:`rapidrl.train.child`,
+:mod:`rapidrl.train.checkpoint` and :mod:`rapidrl.train.metrics`."""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ __all__ = [
     "time_split",
     "read_summary",
     "run_state",
-    "run_training",
+    "launch_training",
     "stopped_from_outside",
     "split_extra",
     "trainer_argv",
@@ -51,10 +56,10 @@ def _start_child(cmd: Sequence[str], log: Any) -> subprocess.Popen:
     in a thread), so a Ctrl-C in the terminal or a SIGTERM to the bench's group reaches it once,
     forwarded by the bench (:class:`_ForwardStops`), not a second time through the group; its
     other set-up (SIGINT at its default, Linux's parent-death signal) is done in the child by
-    :mod:`rapidrl.bench.child` before it execs ``cmd``."""
+    :mod:`rapidrl.train.child` before it execs ``cmd``."""
     if os.name != "posix":
         return subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT)
-    from rapidrl.bench.child import child_argv
+    from rapidrl.train.child import child_argv
 
     # process_group=0 is setpgid(0, 0) (Python 3.11+); before, a new session is the nearest.
     group: dict[str, Any] = (
@@ -63,7 +68,7 @@ def _start_child(cmd: Sequence[str], log: Any) -> subprocess.Popen:
     return subprocess.Popen(child_argv(cmd), stdout=log, stderr=subprocess.STDOUT, **group)
 
 
-# The child gets SIGTERM from the kernel when the thread that started it ends (rapidrl.bench.child).
+# The child gets SIGTERM from the kernel when the thread that started it ends (rapidrl.train.child).
 _PARENT_DEATH_STOPS = sys.platform.startswith("linux")
 
 
@@ -119,7 +124,7 @@ class _ForwardStops:
             signal.signal(sig, signal.SIG_DFL if previous is None else previous)
 
 
-def run_training(
+def launch_training(
     cmd: Sequence[str],
     log_path: Path,
     limit_seconds: float,
@@ -134,7 +139,7 @@ def run_training(
     raised by ``on_poll``) stops the child the same way before it goes on; but ``SystemExit`` on
     Linux, since the end of this thread or process it brings stops the child once already. The
     child is stopped when this process (on Linux: the thread that started it) dies, however it
-    dies (:mod:`rapidrl.bench.child`). ``on_poll()`` is called every ``poll_seconds`` while it
+    dies (:mod:`rapidrl.train.child`). ``on_poll()`` is called every ``poll_seconds`` while it
     runs and once after (e.g. to pass its new metrics rows on)."""
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +209,7 @@ def stopped_from_outside(run_dir: Path) -> bool:
 def run_state(run_dir: Path) -> str:
     """``done`` (a summary with a final stop reason), ``resume`` (a checkpoint to go on from),
     or ``fresh`` (nothing worth keeping)."""
-    from rapidrl.train import list_checkpoints
+    from rapidrl.train.checkpoint import list_checkpoints
 
     run_dir = Path(run_dir)
     summary = read_summary(run_dir)
@@ -217,7 +222,7 @@ def run_state(run_dir: Path) -> str:
 
 def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[float, float, float]]:
     """``(minutes, frames, value)`` of every metrics row of the run with a finite ``column``."""
-    from rapidrl.train import read_metrics
+    from rapidrl.train.metrics import read_metrics
 
     path = Path(run_dir) / "metrics.csv"
     if not path.exists():
@@ -238,7 +243,7 @@ def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[flo
 def time_split(metrics_csv: Path) -> dict[str, float]:
     """Mean seconds per update in the rollout and in the update phase (PPO/PQN columns):
     ``{"mean_rollout_s": ..., "mean_update_s": ...}``, what the run logged of them."""
-    from rapidrl.train import read_metrics
+    from rapidrl.train.metrics import read_metrics
 
     if not Path(metrics_csv).exists():
         return {}

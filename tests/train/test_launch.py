@@ -1,4 +1,4 @@
-"""bench/runner.py: a training child never outlives the bench process that started it."""
+"""train/launch.py: a training child never outlives the bench process that started it."""
 
 import os
 import signal
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rapidrl.bench.runner import run_training
+from rapidrl.train.launch import launch_training
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -50,8 +50,8 @@ def test_the_child_gets_sigterm_when_the_bench_is_killed(tmp_path):
     bench = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from rapidrl.bench.runner import run_training
-        run_training([sys.executable, "-c", {child!r}], Path({str(tmp_path / "log")!r}), 300)
+        from rapidrl.train.launch import launch_training
+        launch_training([sys.executable, "-c", {child!r}], Path({str(tmp_path / "log")!r}), 300)
     """)
     parent = subprocess.Popen([sys.executable, "-c", bench])
     try:
@@ -94,9 +94,9 @@ def test_a_stop_reaches_the_trainer_once_and_the_bench_waits_for_it(tmp_path, ho
     bench = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from rapidrl.bench.runner import run_training
+        from rapidrl.train.launch import launch_training
         try:
-            run_training([sys.executable, "-c", {child!r}], Path({str(tmp_path / "log")!r}), 300)
+            launch_training([sys.executable, "-c", {child!r}], Path({str(tmp_path / "log")!r}), 300)
         except KeyboardInterrupt:
             open({str(stopped)!r}, "w").write("stopped")
     """)
@@ -149,7 +149,7 @@ def test_an_error_in_the_poll_callback_leaves_no_child(tmp_path):
     cmd = [sys.executable, "-c", _stop_recorder(child_pid, got)]
     try:
         with pytest.raises(RuntimeError, match="the poll failed"):
-            run_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
+            launch_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
         assert not _alive(int(child_pid.read_text()))
         assert got.read_text() == str(int(signal.SIGINT))
     finally:
@@ -171,7 +171,7 @@ def test_a_trial_thread_ended_by_ray_tune_stops_its_child_once(tmp_path):
 
     def trial() -> None:  # a Tune trial's thread: SystemExit ends it
         try:
-            run_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
+            launch_training(cmd, tmp_path / "log", 300, on_poll=poll, poll_seconds=0.05)
         except SystemExit:
             pass
 
@@ -211,7 +211,7 @@ def test_a_child_started_from_a_thread_without_preexec_fn(tmp_path, monkeypatch)
     done: list = []
     thread = threading.Thread(
         target=lambda: done.append(
-            run_training([sys.executable, "-c", child], tmp_path / "log", 60, poll_seconds=0.05)
+            launch_training([sys.executable, "-c", child], tmp_path / "log", 60, poll_seconds=0.05)
         )
     )
     thread.start()
@@ -221,3 +221,16 @@ def test_a_child_started_from_a_thread_without_preexec_fn(tmp_path, monkeypatch)
     pid, pgid, pdeathsig = map(int, out.read_text().split())
     assert pgid == pid != os.getpgid(0)  # its own group: a terminal's Ctrl-C is forwarded once
     assert pdeathsig == int(signal.SIGTERM)
+
+
+def test_the_child_module_imports_no_torch():
+    """``python -m rapidrl.train.child`` runs first in every training child, before it execs the
+    trainer: importing it imports nothing of rapidrl's but the lazy packages, and no torch."""
+    code = (
+        "import sys, rapidrl.train.child; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rapidrl', 'torch')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert out.split() == ["['rapidrl',", "'rapidrl.train',", "'rapidrl.train.child']"]

@@ -1,4 +1,4 @@
-"""``rapidrl bench ray``: experience arriving at the learner vs Ray workers, beside one process.
+"""``python benchmarks/ray_sampler.py``: experience arriving at the learner vs Ray workers, beside one process.
 
 For each worker count ``W`` a :class:`rapidrl.distributed.RaySampler` on a local Ray runs ``W``
 actors (1 CPU each) that act with a Nature-CNN Q-network (Ape-X epsilons) in their own vector env
@@ -9,8 +9,8 @@ sampler's ceiling, not a training speed. Warm-up: until every actor delivered on
 start, torch import, env build are excluded); then ``seconds`` of measurement.
 
 Beside it, measured in the same run: the same :class:`RolloutWorker` in this process (no Ray,
-no transport): ``mode = "serial"``. With ``--learner``: the CPU learner's consumption, timed DQN
-updates (online + target forward, Huber TD loss, backward, fused Adam) at ``--learner-batch``.
+no transport): ``mode = "serial"``. With ``--learner-batch N``: the CPU learner's consumption,
+timed DQN updates (online + target forward, Huber TD loss, backward, fused Adam) at batch N.
 
 Records (JSON list): ``mode``, ``workers``, ``frames_per_s`` (emulator frames; agent steps x
 frame skip), ``steps_per_s``, ``bytes_per_s`` (batch bytes arriving at the driver; for serial:
@@ -21,7 +21,6 @@ machine when ``W`` > cores (Ray is told it has ``max(W, cores)`` CPUs).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -29,9 +28,24 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from rapidrl.config import ConfigError, parse_config
+
+__all__ = [
+    "RaySamplerConfig",
+    "main",
+    "measure_learner",
+    "measure_ray",
+    "measure_serial",
+    "run_ray_bench",
+]
+
+PROG = "python benchmarks/ray_sampler.py"
 
 
 def _spaces(env: str, env_options: dict | None) -> tuple[tuple[int, ...], int]:
@@ -310,52 +324,88 @@ def format_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _ints(text: str) -> tuple[int, ...]:
+@dataclass(frozen=True)
+class RaySamplerConfig:
+    """Experience arriving at a learner that only receives, against the number of Ray workers on
+    a local Ray, beside one worker in this process; one table."""
+
+    env: str = "pong"
+    """Env id or alias."""
+    workers: str = "1,2,4"
+    """Comma list of Ray worker counts to measure, e.g. 1,2,4 (one setting each)."""
+    envs_per_worker: int = 4
+    """Envs in each worker's vector env."""
+    backend: str = "serial"
+    """Vector backend inside each worker."""
+    steps_per_batch: int = 32
+    """Agent steps a worker collects per request (per batch)."""
+    seconds: float = 10.0
+    """Measured seconds per setting (after every worker delivered its first batch)."""
+    publish_every: int = 10
+    """Weight versions per ray.put (the driver publishes a version after each receive)."""
+    serial: bool = True
+    """Also measure one worker in this process, no Ray (--no-serial skips it)."""
+    learner_batch: int = 0
+    """Also time DQN updates at this batch size (0: no learner timing)."""
+    learner_device: str = "cpu"
+    """Device of the learner timing (cpu, cuda, ...)."""
+    json: str | None = None
+    """Write the records to this JSON file."""
+
+    def worker_counts(self) -> tuple[int, ...]:
+        try:
+            out = tuple(int(x) for x in self.workers.split(",") if x.strip())
+        except ValueError:
+            out = ()
+        if not out or min(out) < 1:
+            raise ConfigError(
+                f"--workers needs a comma list of ints >= 1 like 1,2,4, got {self.workers!r}"
+            )
+        return out
+
+    def validate(self) -> None:
+        self.worker_counts()
+        for flag, value in (
+            ("--envs-per-worker", self.envs_per_worker),
+            ("--steps-per-batch", self.steps_per_batch),
+            ("--publish-every", self.publish_every),
+        ):
+            if value < 1:
+                raise ConfigError(f"{flag} must be >= 1, got {value}")
+        if not self.seconds > 0:
+            raise ConfigError(f"--seconds must be > 0, got {self.seconds}")
+        if self.learner_batch < 0:
+            raise ConfigError(f"--learner-batch must be >= 0 (0: none), got {self.learner_batch}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python benchmarks/ray_sampler.py``: table on stdout, optional ``--json`` list of
+    records; 2 on bad input (the message, no traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma list of ints, got {text!r}") from None
-    if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"worker counts must be >= 1, got {text!r}")
-    return vals
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``rapidrl bench ray``: table on stdout, optional ``--json`` list of records."""
-    ap = argparse.ArgumentParser(prog="rapidrl bench ray", description=__doc__.split("\n")[0])
-    ap.add_argument("--env", default="pong", help="env id (default: pong)")
-    ap.add_argument("--workers", type=_ints, default=(1, 2, 4), help="comma list, e.g. 1,2,4")
-    ap.add_argument("--envs-per-worker", type=int, default=4)
-    ap.add_argument("--backend", default="serial", help="vector backend inside each worker")
-    ap.add_argument("--steps-per-batch", type=int, default=32, help="agent steps per request")
-    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per setting")
-    ap.add_argument("--publish-every", type=int, default=10, help="versions per ray.put")
-    ap.add_argument("--no-serial", action="store_true", help="skip the in-process figure")
-    ap.add_argument(
-        "--learner-batch", type=int, default=0, help="also time DQN updates at this batch size"
-    )
-    ap.add_argument("--learner-device", default="cpu", help="device of the learner timing")
-    ap.add_argument("--json", dest="json_path", default=None, help="write the records here")
-    args = ap.parse_args(argv)
+        cfg = parse_config(RaySamplerConfig, {}, argv, prog=PROG, description=__doc__)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     records = run_ray_bench(
-        args.env,
-        args.workers,
-        args.envs_per_worker,
-        args.steps_per_batch,
-        args.seconds,
-        backend=args.backend,
-        publish_every=args.publish_every,
-        serial=not args.no_serial,
-        learner_batch=args.learner_batch or None,
-        learner_device=args.learner_device,
+        cfg.env,
+        cfg.worker_counts(),
+        cfg.envs_per_worker,
+        cfg.steps_per_batch,
+        cfg.seconds,
+        backend=cfg.backend,
+        publish_every=cfg.publish_every,
+        serial=cfg.serial,
+        learner_batch=cfg.learner_batch or None,
+        learner_device=cfg.learner_device,
     )
     print(format_table(records))
-    if args.json_path:
+    if cfg.json:
         meta = {"python": platform.python_version(), "machine": platform.machine()}
-        with open(args.json_path, "w") as f:
+        with open(cfg.json, "w") as f:
             json.dump([{**r, **meta} for r in records], f, indent=1)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

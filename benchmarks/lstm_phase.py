@@ -1,4 +1,5 @@
-"""PPO-LSTM sequence benchmark: step-by-step loop vs packed segments (vs a JAX scan, if present).
+"""``python benchmarks/lstm_phase.py``: PPO-LSTM's sequences, the step-by-step loop against packed
+segments (and a JAX scan where jax is installed: ``pip install 'jax[cpu]'``).
 
 Two scopes:
 
@@ -33,22 +34,26 @@ peak / loop peak, both from the same invocation.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 from rapidrl.algos.ppo.losses import ppo_loss
+from rapidrl.config import ConfigError, parse_config
 from rapidrl.nets.recurrent import RecurrentActorCritic, plan_segments, run_lstm
-from rapidrl.nets.torso import PRECISIONS, resolve_precision, use_channels_last, use_precision
+from rapidrl.nets.torso import resolve_precision, use_channels_last, use_precision
 
-__all__ = ["main", "run_lstm_bench", "sample_starts"]
+__all__ = ["LstmPhaseConfig", "main", "run_lstm_bench", "sample_starts"]
+
+PROG = "python benchmarks/lstm_phase.py"
 
 ALL_MODES = ("loop", "packed", "pad_single", "packed_sequence", "jax")
 FEATURES, HIDDEN, NUM_ACTIONS = 512, 128, 6
@@ -79,7 +84,7 @@ def peak_allocated_mb(fn: Callable[[], object]) -> float | None:
         events = prof.profiler.kineto_results.events()
         mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     except Exception as exc:  # a private profiler API: degrade to "unknown", never crash
-        print(f"bench lstm: memory profile unavailable ({exc!r})", file=sys.stderr)
+        print(f"lstm_phase: memory profile unavailable ({exc!r})", file=sys.stderr)
         return None
     cur = peak = 0
     for _, nbytes in mem:
@@ -195,7 +200,7 @@ def _bench_core(num_envs, num_steps, mean_segment, modes, repeats, seed, measure
         row = {}
         if mode == "jax":
             if not _jax_available():
-                _note("bench lstm: jax not importable: skipping mode 'jax'")
+                _note("lstm_phase: jax not importable: skipping mode 'jax'")
                 continue
             med, lo, hi, compile_s, out = _core_jax(lstm, x, starts, state, grad_out, repeats)
             row.update(compile_seconds=compile_s, peak_mem_mb=None)
@@ -263,7 +268,7 @@ def _bench_train(
     rows = []
     for mode in modes:
         if mode == "jax":
-            _note("bench lstm: mode 'jax' is measured in the core scope only")
+            _note("lstm_phase: mode 'jax' is measured in the core scope only")
             continue
         model = RecurrentActorCritic((4, 84, 84), NUM_ACTIONS, hidden_size=HIDDEN)
         model.load_state_dict(base.state_dict())
@@ -482,55 +487,127 @@ def _number(text: str) -> float | int:
     return int(v) if v.is_integer() else v
 
 
-def _parse_sizes(text: str) -> list[tuple[int, int]]:
-    out = []
-    for item in text.split(","):
-        b, t = item.lower().split("x")
-        out.append((int(b), int(t)))
-    return out
+def _items(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+@dataclass(frozen=True)
+class LstmPhaseConfig:
+    """PPO-LSTM's sequences: seconds (and peak memory) of the recurrent core alone and of the
+    whole PPO update phase, the step-by-step loop against packed segments, one table."""
+
+    sizes: str = "8x128,64x128"
+    """Comma list of rollout shapes NUM_ENVSxNUM_STEPS, e.g. 8x128,64x128."""
+    mean_segments: str = "5,20,128"
+    """Comma list of mean episode-segment lengths (>= 1; one >= NUM_STEPS: no episode starts)."""
+    modes: str = "loop,packed,jax"
+    """Comma list of modes: loop, packed, pad_single, packed_sequence, jax (jax: core scope
+    only; skipped with a note where jax is not installed)."""
+    scope: str = "core,train"
+    """core (the LSTM alone), train (the whole PPO update phase) or core,train."""
+    repeats: int = 3
+    """Timed runs per measurement, after one untimed warm-up; the table shows the median."""
+    threads: int | None = None
+    """Torch threads (default: torch's)."""
+    seed: int = 0
+    """Seed of the data, the weights and the minibatch order."""
+    channels_last: bool = False
+    """Train scope: a channels-last CNN in every mode."""
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    """Train scope: the CNN's compute dtype in every mode (bf16, auto: as in rapidrl train)."""
+    memory: bool = True
+    """Measure each mode's peak memory in one more, untimed run (--no-memory skips it)."""
+    json: str | None = None
+    """Write the records to this JSON file."""
+    png: str | None = None
+    """Write the plot (seconds and peak memory per mode) to this PNG file."""
+
+    def size_list(self) -> list[tuple[int, int]]:
+        out = []
+        for item in _items(self.sizes):
+            try:
+                b, t = (int(x) for x in item.lower().split("x"))
+            except ValueError:
+                b = t = 0
+            if b < 1 or t < 1:
+                raise ConfigError(
+                    f"--sizes needs NUM_ENVSxNUM_STEPS pairs of ints >= 1 like 8x128,64x128, "
+                    f"got {item!r}"
+                )
+            out.append((b, t))
+        if not out:
+            raise ConfigError("--sizes needs at least one NUM_ENVSxNUM_STEPS, e.g. 8x128")
+        return out
+
+    def mean_segment_list(self) -> list[float | int]:
+        try:
+            out = [_number(x) for x in _items(self.mean_segments)]
+        except ValueError:
+            out = []
+        if not out or min(out) < 1 or any(math.isnan(x) for x in out):
+            raise ConfigError(
+                f"--mean-segments needs numbers >= 1 like 5,20,128, got {self.mean_segments!r}"
+            )
+        return out
+
+    def mode_list(self) -> list[str]:
+        out = _items(self.modes)
+        unknown = [m for m in out if m not in ALL_MODES]
+        if not out or unknown:
+            what = f"unknown {', '.join(unknown)}" if unknown else "no mode given"
+            raise ConfigError(f"--modes: {what}; choose from {', '.join(ALL_MODES)}")
+        return out
+
+    def scope_list(self) -> list[str]:
+        out = _items(self.scope)
+        if not out or set(out) - {"core", "train"}:
+            raise ConfigError(f"--scope must be core, train or core,train, got {self.scope!r}")
+        return out
+
+    def validate(self) -> None:
+        sizes = self.size_list()
+        self.mean_segment_list()
+        self.mode_list()
+        if "train" in self.scope_list():
+            odd = [f"{b}x{t}" for b, t in sizes if b % MINIBATCHES]
+            if odd:
+                raise ConfigError(
+                    f"--sizes: the train scope splits the envs into {MINIBATCHES} minibatches; "
+                    f"NUM_ENVS of {', '.join(odd)} is not a multiple of {MINIBATCHES}"
+                )
+        if self.repeats < 1:
+            raise ConfigError(f"--repeats must be >= 1, got {self.repeats}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"--threads must be >= 1 (or None: torch's), got {self.threads}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench lstm``: table on stdout, optional ``--json`` list and ``--png`` plot."""
-    ap = argparse.ArgumentParser(prog="rapidrl bench lstm", description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="8x128,64x128", help="num_envs x num_steps, comma list")
-    ap.add_argument("--mean-segments", default="5,20,128", help="mean episode segment lengths")
-    ap.add_argument("--modes", default="loop,packed,jax", help=f"comma list of {ALL_MODES}")
-    ap.add_argument("--scope", default="core,train", help="core, train or core,train")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--channels-last", action="store_true", help="train scope: channels-last CNN (all modes)"
-    )
-    ap.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="fp32",
-        help="train scope: compute dtype of the CNN in all modes (bf16/auto: see rapidrl train)",
-    )
-    ap.add_argument("--no-memory", action="store_true", help="skip the memory-profiling runs")
-    ap.add_argument("--json", dest="json_path", default=None, help="write the records here")
-    ap.add_argument("--png", dest="png_path", default=None, help="write a plot here")
-    args = ap.parse_args(argv)
+    """``python benchmarks/lstm_phase.py``: table on stdout, optional ``--json`` list and
+    ``--png`` plot; 2 on bad input (the message, no traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse_config(LstmPhaseConfig, {}, argv, prog=PROG, description=__doc__)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     records = run_lstm_bench(
-        sizes=_parse_sizes(args.sizes),
-        mean_segments=[_number(s) for s in args.mean_segments.split(",")],
-        modes=[m.strip() for m in args.modes.split(",") if m.strip()],
-        repeats=args.repeats,
-        scope=[s.strip() for s in args.scope.split(",") if s.strip()],
-        seed=args.seed,
-        threads=args.threads,
-        measure_memory=not args.no_memory,
-        channels_last=args.channels_last,
-        precision=args.precision,
+        sizes=cfg.size_list(),
+        mean_segments=cfg.mean_segment_list(),
+        modes=cfg.mode_list(),
+        repeats=cfg.repeats,
+        scope=cfg.scope_list(),
+        seed=cfg.seed,
+        threads=cfg.threads,
+        measure_memory=cfg.memory,
+        channels_last=cfg.channels_last,
+        precision=cfg.precision,
     )
     print(format_table(records))
-    if args.json_path:
-        with open(args.json_path, "w") as f:
+    if cfg.json:
+        with open(cfg.json, "w") as f:
             json.dump(records, f, indent=1)
-    if args.png_path:
-        plot(records, args.png_path)
+    if cfg.png:
+        plot(records, cfg.png)
     return 0
 
 

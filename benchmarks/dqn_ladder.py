@@ -1,4 +1,4 @@
-"""``rapidrl bench dqn``: the reference speed-up ladder of DQN training, measured in one run.
+"""``python benchmarks/dqn_ladder.py``: the reference speed-up ladder of DQN training, measured in one run.
 
 Each rung is *real training* with the rapidrl trainer (``rapidrl.algos.dqn.train``): the replay
 is prefilled with ``--learning-starts`` transitions, updates run, and after ``--warmup`` seconds of
@@ -39,9 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, parse_config
 
 __all__ = ["BenchDQNConfig", "Rung", "ladder", "main", "measure_rung"]
+
+PROG = "python benchmarks/dqn_ladder.py"
 
 
 @dataclass(frozen=True)
@@ -303,17 +305,16 @@ def plot(records: list[dict[str, Any]], path: str, title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rapidrl bench dqn [--seconds 30] [--json F] [--png F] ...``"""
+    """``python benchmarks/dqn_ladder.py [--seconds 30] [--json F] [--png F] ...``; 2 on bad
+    input (the message, no traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        b = parse_config(BenchDQNConfig, {}, argv, prog=PROG, description=__doc__)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     import torch
-    import tyro
 
-    b = tyro.cli(
-        BenchDQNConfig,
-        args=list(sys.argv[1:] if argv is None else argv),
-        prog="rapidrl bench dqn",
-        description=__doc__,
-    )
-    b.validate()
     cuda = (b.device == "cuda") or (b.device == "auto" and torch.cuda.is_available())
     rungs = ladder(b, cuda)
     est = len(rungs) * (b.seconds + b.warmup + 15)
@@ -346,3 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(records, b.png, f"DQN training speed, {b.env} ({info['device']})")
         print(f"wrote {b.png}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,5 +1,5 @@
-"""``python -m rapidrl.bench.child PARENT_PID CMD...``: the first step of every training child
-that :func:`rapidrl.bench.runner.run_training` starts. In the child's own Python it sets up what
+"""``python -m rapidrl.train.child PARENT_PID CMD...``: the first step of every training child
+that :func:`rapidrl.train.launch.launch_training` starts. In the child's own Python it sets up what
 a ``preexec_fn`` would do between fork and exec in the parent (which the Python docs warn can
 deadlock in a threaded parent, and Ray Tune runs each trial in a thread), then execs ``CMD``:
 
@@ -12,7 +12,8 @@ deadlock in a threaded parent, and Ray Tune runs each trial in a thread), then e
 The child's own process group (a Ctrl-C in the terminal reaches it once, forwarded by the bench,
 not a second time through the group) is made by ``Popen`` itself (``process_group=0``), before
 any code runs in the child. Importing this module imports nothing else of rapidrl's (the
-package's ``__init__`` is lazy): the exec follows within a few tens of milliseconds.
+``__init__`` of ``rapidrl`` and of ``rapidrl.train`` are lazy): the exec follows within a few
+tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def child_argv(cmd: Sequence[str], parent: int | None = None) -> list[str]:
     """``CMD`` started through this module by this interpreter, ``parent`` (default: this
     process) being the process whose death stops it."""
     parent = os.getpid() if parent is None else parent
-    return [sys.executable, "-m", "rapidrl.bench.child", str(parent), *cmd]
+    return [sys.executable, "-m", "rapidrl.train.child", str(parent), *cmd]
 
 
 def set_parent_death_signal(parent: int, sig: int = signal.SIGTERM) -> None:
@@ -53,7 +54,7 @@ def set_parent_death_signal(parent: int, sig: int = signal.SIGTERM) -> None:
 def main(argv: Sequence[str]) -> int:
     """Set up the child (see the module docstring) and exec ``argv[1:]``; 127 if it cannot."""
     if len(argv) < 2:
-        print("usage: python -m rapidrl.bench.child PARENT_PID CMD...", file=sys.stderr)
+        print("usage: python -m rapidrl.train.child PARENT_PID CMD...", file=sys.stderr)
         return 2
     parent, cmd = int(argv[0]), list(argv[1:])
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # kept by exec: the command's Python installs
