@@ -383,6 +383,11 @@ class TrainerConfig:
                 f"--resume {self.resume} and --run-dir {self.run_dir} disagree; --resume alone "
                 "names the run directory to continue"
             )
+        if self.backend == "serial" and self.num_workers not in (None, 1):
+            raise ConfigError(
+                "--backend serial runs every env in one process; drop --num-workers or use "
+                "--backend hybrid"
+            )
 
     def require_ints(self, *names: str, minimum: int = 1) -> None:
         """``ConfigError`` unless each field in ``names`` is an int >= ``minimum``."""

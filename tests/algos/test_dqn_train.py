@@ -111,7 +111,7 @@ def ckpt_payload(path):
 # --------------------------------------------------------------------------------------------
 # Every preset, for real, on Pong
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("preset", ["dqn", "rainbow", "fast"])
+@pytest.mark.parametrize("preset", ["dqn", "rainbow", "fast", "lean"])
 def test_preset_short_pong_run(tmp_path, preset):
     cfg = tiny_pong(preset, tmp_path / preset)
     summary = train(cfg)
@@ -132,9 +132,27 @@ def test_preset_short_pong_run(tmp_path, preset):
     assert saved["algo"] == "dqn" and saved["n_step"] == cfg.n_step
     ckpt = load_latest(run)
     assert ckpt.frames == 1_920 and ckpt.algo == "dqn"
-    net = make_q_network(cfg, (4, 84, 84), 6)
+    net = make_q_network(cfg, (cfg.frame_stack, cfg.obs_size, cfg.obs_size), 6)
     net.load_state_dict(ckpt.state["q"])
     assert ckpt.state["counters"]["updates"] == summary["updates"]
+
+
+def test_obs_norm_learns_its_statistics_from_the_replayed_batches(tmp_path):
+    """--obs-norm: every update merges its sampled frames into the online net's statistics
+    before the loss (count = the prior's 1e-4 + update_batch x updates), the checkpoint carries
+    them, and a non-image env is refused with the flag named."""
+    from rapidrl.config import ConfigError
+
+    cfg = tiny_pong("fast", tmp_path / "on", obs_size=52, frame_stack=2, obs_norm=True)
+    summary = train(cfg)
+    assert summary["updates"] > 0
+    q = load_latest(tmp_path / "on").state["q"]
+    expected = 1e-4 + cfg.update_batch * summary["updates"]
+    assert q["obs_rms.count"].item() == pytest.approx(expected)
+    mean = q["obs_rms.mean"]
+    assert mean.shape == (2, 52, 52) and 0 < mean.mean().item() < 255
+    with pytest.raises(ConfigError, match="--obs-norm normalizes image frames"):
+        train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(tmp_path / "cp"), obs_norm=True))
 
 
 def test_async_backend_first_ready_batches(tmp_path, monkeypatch):
@@ -424,6 +442,26 @@ def test_presets_validate_and_document_every_field():
         assert lines[i + 1].strip().startswith('"""'), f.name
 
 
+def test_lean_is_the_default_and_changes_exactly_its_recipe():
+    """rapidrl train dqn takes lean; lean is fast with the fields its comment names."""
+    from rapidrl.algos import DEFAULT_PRESETS
+    from rapidrl.algos.dqn.train import parse_dqn_args
+
+    assert DEFAULT_PRESETS["dqn"] == "lean"
+    assert parse_dqn_args([], "rapidrl train dqn", DEFAULT_PRESETS["dqn"]) == PRESETS["lean"]
+    fast, lean = PRESETS["fast"], PRESETS["lean"]
+    changed = {
+        f.name: getattr(lean, f.name)
+        for f in dataclasses.fields(DQNConfig)
+        if getattr(lean, f.name) != getattr(fast, f.name)
+    }
+    assert changed == {
+        "obs_size": 52, "frame_stack": 2, "obs_norm": True, "torso_channels": (16, 32, 32),
+        "torso_dim": 256, "double": False, "num_envs": 16, "steps_per_update": 32, "lr": 5e-4,
+    }  # fmt: skip
+    assert lean.update_batch == 256 and lean.batch_size == fast.batch_size  # the same ratio
+
+
 def test_help_lists_every_field(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["train", "dqn", "--help"])
@@ -433,7 +471,7 @@ def test_help_lists_every_field(capsys):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
     assert (
-        "presets: base, c51, double, dqn, dueling, fast, n-step, noisy, per, rainbow"
+        "presets: base, c51, double, dqn, dueling, fast, lean, n-step, noisy, per, rainbow"
         in " ".join(out.split())
     )
 

@@ -770,7 +770,7 @@ def test_help_lists_every_field(capsys, command):
         (["--preset", "cartpole", "--obs-norm"], "--obs-norm normalizes image frames"),
         (["--preset", "cartpole", "--recurrent", "--obs-norm"], "--obs-norm normalizes image"),
         (["--recurrent", "--compile"], "--compile compiles the feed-forward net"),
-        (["--torso-channels", "16", "0", "32"], "--torso-channels must be positive"),
+        (["--torso-channels", "16", "0", "32"], "--torso-channels needs 3 positive widths"),
         (["--torso", "small", "--torso-channels", "16", "32", "32"], "drop --torso-channels"),
         (["--torso-dim", "0"], "--torso-dim must be >= 1"),
     ],

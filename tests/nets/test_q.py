@@ -141,3 +141,30 @@ def test_narrow_torso_widths_and_features():
     shapes = {k: tuple(v.shape) for k, v in default.state_dict().items()}
     assert shapes["torso.net.0.weight"] == (32, 4, 8, 8)
     assert shapes["torso.net.7.weight"] == (512, 64 * 7 * 7)
+
+
+def test_obs_norm_normalizes_each_pixel_by_the_running_statistics():
+    """With obs_norm a uint8 stack enters the torso as (x - mean) / sqrt(var + eps), clamped to
+    +-5 (not x / 255): the same network without it, given that tensor, gives the same Q-values.
+    The statistics are buffers (state_dict: checkpoints, target syncs, actor weights)."""
+    from rapidrl.nets.normalize import OBS_CLIP
+
+    torch.manual_seed(0)
+    normed = QNetwork((2, 52, 52), 4, dueling=True, obs_norm=True, channels_last=True)
+    plain = QNetwork((2, 52, 52), 4, dueling=True, channels_last=True)
+    missing, unexpected = plain.load_state_dict(normed.state_dict(), strict=False)
+    assert not missing and sorted(unexpected) == ["obs_rms.count", "obs_rms.mean", "obs_rms.var"]
+    batch = torch.randint(0, 256, (64, 2, 52, 52), dtype=torch.uint8)
+    batch[:, :, :10] = 87  # a constant background: variance 0 there
+    normed.obs_rms.update(batch)
+    rms = normed.obs_rms
+    obs = torch.randint(0, 256, (5, 2, 52, 52), dtype=torch.uint8)
+    x = (obs.double() - rms.mean) / (rms.var + rms.eps).sqrt()
+    x = x.float().clamp(-OBS_CLIP, OBS_CLIP)
+    torch.testing.assert_close(normed(obs), plain(x), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(normed(obs), plain(obs))  # plain scales by 1/255 instead
+    # prepare() (a batch converted once) gives the same input as forward's own path
+    torch.testing.assert_close(normed(normed.prepare(obs)), normed(obs))
+    assert "obs_rms.mean" in normed.state_dict()
+    with pytest.raises(ValueError, match="obs_norm is for image observations"):
+        QNetwork((4,), 2, obs_norm=True)

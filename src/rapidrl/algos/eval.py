@@ -12,7 +12,9 @@ its ``act`` draws each action from the policy's distribution, as in training (``
 the training curve's scores are those of the sampled policy, a greedy eval may score more.
 
 ``register_policy_loader("ppo", "rapidrl.algos.ppo.train:eval_policy")`` (a callable or a lazy
-``"module:function"`` path) adds an algorithm. Evaluation plays full games: ``episodic_life`` is
+``"module:function"`` path) adds an algorithm; :func:`restore_for_eval` is the start of every
+loader (the run's config, its env, the net with the checkpoint's weights) and
+:func:`greedy_actions` the ``act`` of a Q-network (DQN, PQN). Evaluation plays full games: ``episodic_life`` is
 switched off and rewards are unclipped (the real score), on one env built with ``make_env``; the
 actions are greedy, or epsilon-greedy with ``--epsilon`` (0.01 is a common Atari protocol that
 avoids getting stuck). ``--video out.mp4`` records the first ``--video-episodes`` episodes from the
@@ -36,9 +38,17 @@ import numpy as np
 import torch
 import tyro
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, config_from_dict
 
-__all__ = ["EvalConfig", "evaluate", "main", "policy_loaders", "register_policy_loader"]
+__all__ = [
+    "EvalConfig",
+    "evaluate",
+    "greedy_actions",
+    "main",
+    "policy_loaders",
+    "register_policy_loader",
+    "restore_for_eval",
+]
 
 _LOADERS: dict[str, Callable | str] = {
     "dqn": "rapidrl.algos.dqn.train:eval_policy",
@@ -69,6 +79,40 @@ def _loader(algo: str) -> Callable:
         loader = getattr(importlib.import_module(module), name)
         _LOADERS[algo] = loader
     return loader
+
+
+def restore_for_eval(
+    config_cls: type,
+    label: str,
+    make_net: Callable[..., Any],
+    config: dict[str, Any],
+    ckpt,
+    device: str,
+    key: str = "net",
+) -> tuple[Any, Any, Any]:
+    """``(cfg, env, net)`` of a loader: the run's config (``config_cls`` from its config.json
+    dict), its probe env (``label`` names the algorithm in errors) and the network
+    ``make_net(cfg, obs_shape, n_actions, device)`` on ``device`` with the checkpoint's weights
+    (saved under ``key``; a clear CheckpointError when they do not fit), in eval mode."""
+    from rapidrl.train.loop import probe_env
+
+    cfg = config_from_dict(config_cls, config)
+    env = probe_env(cfg, label)
+    net = make_net(cfg, env.obs_shape, env.n_actions, device).to(device)
+    ckpt.restore(**{key: net})
+    net.eval()
+    return cfg, env, net
+
+
+def greedy_actions(q: torch.nn.Module, device: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The greedy policy of the Q-network ``q`` (on ``device``, in eval mode: noisy layers use
+    their means): ``act(obs [B, ...]) -> argmax_a Q(obs, a) [B]``."""
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return q(torch.as_tensor(np.asarray(obs), device=device)).argmax(1).cpu().numpy()
+
+    return act
 
 
 @dataclass(frozen=True)

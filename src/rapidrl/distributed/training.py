@@ -1,18 +1,29 @@
 """What the trainers' Ray loops share (:mod:`rapidrl.algos.dqn.ray_loop`,
-:mod:`rapidrl.algos.ppo.ray_loop`): starting a :class:`RaySampler` from a config's Ray fields
-(``ray``, ``workers``, ``envs_per_worker``, ``ray_cpus_per_worker``, ``backend``,
-``num_workers``), the learner's torch threads, and the accounting behind the ``ray_*`` metric
-columns and the ``ray`` section of ``summary.json``.
+:mod:`rapidrl.algos.ppo.ray_loop`, :mod:`rapidrl.algos.pqn.ray_loop`): a Ray driver's
+:class:`Algorithm` for the one run loop (:func:`ray_algorithm`), its experience source
+(:class:`RayDriver`: starting a :class:`RaySampler` from a config's Ray fields -- ``ray``,
+``workers``, ``envs_per_worker``, ``ray_cpus_per_worker``, ``backend``, ``num_workers`` --, the
+synchronous rollout of PPO and PQN, the learner's torch threads), the workers' copy of the
+config (:func:`acting_config`), and the accounting behind the ``ray_*`` metric columns and the
+``ray`` section of ``summary.json``.
+
+Faults and resume, the same in every driver: a worker that dies is rebuilt by Ray and asked again
+until it delivers (its next batch or rollout starts new episodes); one that stays away 120 s ends
+the run with :class:`WorkerFailedError`. The learner's checkpoint is the local loop's; on resume
+the workers are started again with the restored weights and env seeds derived from the step
+counter. The Ray fields may change on resume (another cluster, other worker counts: the rollout
+size follows).
 
 Importing this module does not import Ray.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from rapidrl.config import RAY_SERIAL, ConfigError, ray_workers
 from rapidrl.distributed.batches import RolloutBatch, TransitionBatch, concat_rollouts
@@ -22,14 +33,19 @@ from rapidrl.distributed.sampler import (
     WorkerFailedError,
     require_ray,
 )
+from rapidrl.train.runner import Algorithm
+
+T = TypeVar("T")
 
 __all__ = [
     "RAY_COLUMNS",
     "RayDriver",
     "RayStats",
+    "acting_config",
     "check_ray",
     "check_ray_config",
     "learner_threads",
+    "ray_algorithm",
     "start_sampler",
     "worker_backend",
 ]
@@ -56,15 +72,56 @@ def check_ray_config(cfg: Any) -> None:
     check_ray(cfg.ray)
 
 
+def ray_algorithm(name: str, label: str, columns: tuple[str, ...], **parts: Any) -> Algorithm:
+    """A Ray driver's :class:`Algorithm` (see :func:`rapidrl.train.runner.run_training`):
+    ``columns`` then the ``ray_*`` ones (:data:`RAY_COLUMNS`); ``parts`` the algorithm's own
+    (``learner``, ``source``: a :class:`RayDriver`, ``iterate``, ...). The rows, the loop's
+    threads, the progress bar's word and the ``ray`` section of summary.json are the source's
+    (:meth:`RayDriver.row`, ...); Ray is checked before anything is built."""
+    return Algorithm(
+        name=name, label=label, title=f"{label} {{env}} (Ray)", columns=(*columns, *RAY_COLUMNS),
+        row=lambda lrn, source, frames: source.row(lrn, frames),
+        loop_threads=lambda cfg, source: source.loop_threads(cfg),
+        describe=lambda source: source.describe(),
+        extra=lambda source: {"ray": source.summary()},
+        check=check_ray_config, **parts,
+    )  # fmt: skip
+
+
+def acting_config(cfg: T) -> T:
+    """The config a Ray worker builds its acting network from: ``cfg`` with channels_last off
+    (a worker acts on small batches)."""
+    return dataclasses.replace(cfg, channels_last=False)
+
+
 class RayDriver:
     """What every Ray driver's experience source holds and shows the run loop: the sampler,
     its statistics, the env processes' pids, the learner's threads beside the workers, the
-    progress bar's word for the workers, and shutting them down."""
+    progress bar's word for the workers, the metrics row and summary, and shutting them down."""
 
     sampler: RaySampler | SerialSampler
     stats: RayStats
     policy: Any
     """What the learner publishes to the workers (its network, under the policy's prefix)."""
+
+    def start(
+        self, cfg: Any, env: Any, policy_factory: Callable[[], Any], *, seed: int, **kwargs: Any
+    ) -> None:
+        """Start the workers on ``cfg.env`` (:func:`start_sampler`; ``env``: the probe env, for
+        its options; ``policy_factory()``: a worker's acting policy, picklable) and their
+        statistics."""
+        self.sampler = start_sampler(
+            cfg, cfg.env, policy_factory, env_options=env.options, seed=seed, **kwargs
+        )
+        self.stats = RayStats(self.sampler, cfg.ray)
+
+    def row(self, lrn: Any, frames: int) -> dict[str, Any]:
+        """The metrics row at ``frames``: the learner's, then the ``ray_*`` columns."""
+        return {**lrn.metrics_row(frames), **self.stats.columns()}
+
+    def summary(self) -> Mapping[str, Any]:
+        """The ``ray`` section of summary.json."""
+        return self.stats.summary()
 
     @property
     def pids(self) -> list[int | None]:
@@ -80,7 +137,8 @@ class RayDriver:
         """One synchronous rollout (PPO, PQN): ``self.policy`` (the learner's current weights)
         published, then ``num_steps`` steps of every env of every worker stacked along the env
         axis (``[num_steps, workers x envs_per_worker]``); its steps and episodes counted by
-        ``lrn.episodes_done``; returns it and each worker's policy lag (also in the stats)."""
+        ``lrn.episodes_done``; returns it and each worker's policy lag (also in the stats). All
+        is acted with these weights (no policy lag); the slowest worker sets the pace."""
         self.sampler.set_weights(self.policy, version=lrn.counters.updates, force=True)
         try:
             rollouts = self.sampler.collect_rollouts(num_steps)
@@ -114,7 +172,7 @@ def start_sampler(
     seed: int,
     publish_every: int = 1,
 ) -> RaySampler | SerialSampler:
-    """A :class:`RaySampler` for ``cfg`` (a DQN or PPO config with ``cfg.ray`` set).
+    """A :class:`RaySampler` for ``cfg`` (a DQN, PPO or PQN config with ``cfg.ray`` set).
 
     ``cfg.ray == "local"`` starts a new Ray instance on this machine (``ray.init(address=
     "local")``, stopped again by ``sampler.shutdown()``); ``"serial"`` gives a

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["OBS_CLIP", "NormalizedActorCritic", "RunningMeanStd"]
+__all__ = ["OBS_CLIP", "NormalizedActorCritic", "NormalizedInput", "RunningMeanStd"]
 
 OBS_CLIP = 5.0  # normalized pixels are clamped to +-OBS_CLIP (rl_games)
 
@@ -104,15 +104,41 @@ class RunningMeanStd(nn.Module):
         return f"shape={self.shape}, clip={self.clip}"
 
 
-class NormalizedActorCritic:
+class NormalizedInput:
+    """Input normalization of an image network (a mixin of ``nn.Module`` subclasses: the
+    actor-critics and :class:`rapidrl.nets.q.QNetwork`): with ``obs_norm`` each pixel of the
+    stack is normalized by its running mean and standard deviation (``obs_rms``, clamped to +-5)
+    instead of scaled to [0, 1] (rl_games' ``normalize_input``). A uint8 input is a raw frame
+    stack and is normalized; a float one is taken as already normalized. ``obs_rms`` is a buffer
+    (checkpoints, ``rapidrl eval``, actor and Ray weights carry it), changed only by
+    ``obs_rms.update``, which the learner calls."""
+
+    obs_rms: RunningMeanStd | None
+
+    def init_obs_norm(self, obs_shape: tuple[int, ...], obs_norm: bool) -> None:
+        """Set ``obs_rms`` (None where off); call after ``nn.Module.__init__``. ``obs_norm`` on a
+        non-image ``obs_shape`` is a ValueError."""
+        obs_shape = tuple(obs_shape)
+        if obs_norm and len(obs_shape) != 3:
+            raise ValueError(
+                f"obs_norm is for image observations [C, H, W]; got obs_shape {obs_shape}"
+            )
+        self.obs_rms = RunningMeanStd(obs_shape, clip=OBS_CLIP) if obs_norm else None
+
+    def normalize_obs(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The torso's input: a raw (uint8) frame stack normalized with ``obs_norm`` (in
+        ``dtype``), anything else as it is."""
+        if self.obs_rms is not None and obs.dtype == torch.uint8:
+            return self.obs_rms.normalize(obs, dtype)
+        return obs
+
+
+class NormalizedActorCritic(NormalizedInput):
     """Input and value normalization of an actor-critic ``nn.Module`` (a mixin of
     :class:`rapidrl.nets.actor_critic.ActorCritic` and
     :class:`rapidrl.nets.recurrent.RecurrentActorCritic`).
 
-    ``obs_norm``: image observations only: each pixel of the stack normalized by its running
-    mean and standard deviation (``obs_rms``, clamped to +-5) instead of scaled to [0, 1]
-    (rl_games' ``normalize_input``). A uint8 input is a raw frame stack and is normalized; a
-    float one is taken as already normalized.
+    ``obs_norm``: see :class:`NormalizedInput`.
 
     ``value_norm``: the critic head predicts returns normalized by their running mean and
     standard deviation (``value_rms``; rl_games' ``normalize_value``). What the net hands to
@@ -124,7 +150,6 @@ class NormalizedActorCritic:
     ``obs_rms.update`` / ``value_rms.update``: the PPO learner calls them once per rollout.
     """
 
-    obs_rms: RunningMeanStd | None
     value_rms: RunningMeanStd | None
 
     def init_normalizers(
@@ -132,20 +157,8 @@ class NormalizedActorCritic:
     ) -> None:
         """Set ``obs_rms`` and ``value_rms`` (None where off); call after ``nn.Module.__init__``.
         ``obs_norm`` on a non-image ``obs_shape`` is a ValueError."""
-        obs_shape = tuple(obs_shape)
-        if obs_norm and len(obs_shape) != 3:
-            raise ValueError(
-                f"obs_norm is for image observations [C, H, W]; got obs_shape {obs_shape}"
-            )
-        self.obs_rms = RunningMeanStd(obs_shape, clip=OBS_CLIP) if obs_norm else None
+        self.init_obs_norm(obs_shape, obs_norm)
         self.value_rms = RunningMeanStd(()) if value_norm else None
-
-    def normalize_obs(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The torso's input: a raw (uint8) frame stack normalized with ``obs_norm`` (in
-        ``dtype``), anything else as it is."""
-        if self.obs_rms is not None and obs.dtype == torch.uint8:
-            return self.obs_rms.normalize(obs, dtype)
-        return obs
 
     def value_out(self, v: torch.Tensor) -> torch.Tensor:
         """The critic head's output in the return scale."""

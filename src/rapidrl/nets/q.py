@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rapidrl.nets.normalize import NormalizedInput
 from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso, use_precision
 
 __all__ = ["NoisyLinear", "QNetwork"]
@@ -70,7 +71,7 @@ class NoisyLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, sigma0={self.sigma0}"
 
 
-class QNetwork(nn.Module):
+class QNetwork(NormalizedInput, nn.Module):
     """Q-network: torso + (dueling?) head of (noisy?) layers, scalar or categorical (C51) values.
 
     Args:
@@ -90,6 +91,9 @@ class QNetwork(nn.Module):
         layer_norm: a LayerNorm after every torso layer, before its activation (PQN).
         torso_channels: the nature torso's three convolution widths.
         torso_dim: features out of the torso (None: the torso's own, nature 512, small 256).
+        obs_norm: image observations only: each pixel of the stack normalized by its running
+            mean and standard deviation (``obs_rms``, updated by the learner) instead of scaled
+            to [0, 1]; see :class:`rapidrl.nets.normalize.NormalizedInput`.
 
     ``forward(obs)`` returns Q-values ``[B, A]``. ``forward_dist(obs)`` returns ``(q, log_probs)``
     with ``log_probs [B, A, num_atoms]`` (distributional only); ``q = sum_z p(z) z``.
@@ -114,6 +118,7 @@ class QNetwork(nn.Module):
         layer_norm: bool = False,
         torso_channels: tuple[int, int, int] = NATURE_CHANNELS,
         torso_dim: int | None = None,
+        obs_norm: bool = False,
     ):
         super().__init__()
         if distributional and (num_atoms < 2 or not v_min < v_max):
@@ -127,6 +132,7 @@ class QNetwork(nn.Module):
         self.distributional = distributional
         self.num_atoms = int(num_atoms) if distributional else 1
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
+        self.init_obs_norm(self.obs_shape, obs_norm)
         self.torso = make_torso(
             self.obs_shape,
             out_dim=torso_dim,
@@ -164,15 +170,19 @@ class QNetwork(nn.Module):
         """``obs`` as the torso takes it (channels-last, scaled to [0, 1] in the compute dtype, for
         a conv torso); ``forward`` on the result equals ``forward`` on ``obs``. A batch read
         several times (PQN's epochs) is converted once instead of once per minibatch."""
-        if self.channels_last and obs.dim() == 4:
-            obs = obs.contiguous(memory_format=torch.channels_last)
+        obs = self._in(obs)
         return self.torso.prepare(obs) if isinstance(self.torso, ConvTorso) else obs
+
+    def _in(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.channels_last and obs.dim() == 4:
+            # The layout first, while the frames are uint8 (a quarter of the bytes): the
+            # normalization keeps it.
+            obs = obs.contiguous(memory_format=torch.channels_last)
+        return self.normalize_obs(obs)
 
     def _logits(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, A, num_atoms]``: per-atom logits (distributional) or Q-values (``num_atoms=1``)."""
-        if self.channels_last and obs.dim() == 4:
-            obs = obs.contiguous(memory_format=torch.channels_last)
-        h = self.torso(obs)
+        h = self.torso(self._in(obs))
         adv = self.advantage(h).view(-1, self.n_actions, self.num_atoms)
         if self.value is None:
             return adv

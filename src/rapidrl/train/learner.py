@@ -3,15 +3,20 @@ how it is checkpointed and restored, written once.
 
 :class:`RolloutLearner` holds the action-sampling and minibatch generators, the counters
 (:class:`RolloutCounters`), the row/checkpoint cadences, the episode tracker and the run clock.
-A subclass builds ``net`` and ``opt``, sets ``algo`` and ``resume_ignore_fields``, and adds its
-update step and metrics row.
+It writes the metrics row (:meth:`RolloutLearner.metrics_row`: the run's columns, the means of
+the update's loss terms, the algorithm's own columns). A subclass builds ``net`` and ``opt``, sets
+``algo``, ``resume_ignore_fields`` and ``loss_keys``, and adds its update step and its columns
+(:meth:`RolloutLearner.algo_columns`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import math
 import sys
+import time
 from typing import Any
 
 import torch
@@ -51,28 +56,39 @@ class RolloutCounters:
 
 class RolloutLearner:
     """Run state of a rollout learner (see the module docstring). Build it after
-    ``seed_everything(cfg.seed)``, then call :meth:`start` once with the run directory: fresh
-    counters, or everything restored from the newest checkpoint."""
+    ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's global
+    generator), then call :meth:`start` once with the run directory: fresh counters, or
+    everything restored from the newest checkpoint."""
 
     algo: str
     """The algorithm name its checkpoints carry."""
     resume_ignore_fields: tuple[str, ...]
     """Config fields that may change on resume without changing what a checkpoint means."""
+    loss_keys: tuple[str, ...]
+    """The update's loss terms: summed over the updates, their means are columns of a row."""
+    extra_sums: dict[str, float] = {}
+    """More sums a row takes the mean of (in ``counters.acc`` after the loss terms)."""
     net: torch.nn.Module
     opt: torch.optim.Optimizer
 
-    def __init__(self, cfg: Any, device: torch.device, acc: dict[str, float]):
+    def __init__(self, cfg: Any, device: torch.device):
         self.cfg, self.device = cfg, torch.device(device)
         # One generator per consumer: acting draws on the acting device, shuffles on the CPU.
         self.act_gen = torch.Generator(device=self.device).manual_seed(seed_of(cfg.seed, 1))
         self.mb_gen = torch.Generator().manual_seed(seed_of(cfg.seed, 2))
-        self.counters = RolloutCounters(acc=acc)
+        self.counters = RolloutCounters(acc=self.zero_acc())
         self.frame_skip = 1  # emulator frames per agent step, set by start()
         self.log_every = Every(cfg.log_every_seconds, cfg.log_every_frames)
         self.ckpt_every = Every(cfg.checkpoint_every_seconds, cfg.checkpoint_every_frames)
         self.tracker = EpisodeTracker(None, window=cfg.score_window)
         self.clock = RunClock()
         self.checkpointer: Checkpointer | None = None
+
+    @classmethod
+    def for_env(cls, cfg: Any, env: Any, device: Any) -> Any:
+        """The learner for the probe ``env``'s observation shape and actions (a subclass takes
+        ``(cfg, obs_shape, n_actions, device)``): what ``Algorithm.learner`` builds."""
+        return cls(cfg, env.obs_shape, env.n_actions, device)
 
     def start(
         self, run: RunDir, *, stop_score: float | None, resuming: bool, frame_skip: int = 1
@@ -127,6 +143,15 @@ class RolloutLearner:
         self.tracker.update(infos, self.frames, self.clock.seconds)
         session.bar.update(self.frames, self.tracker, upd=self.counters.updates, **bar)
 
+    def collect(self, rollout: Any, session: Any) -> tuple[float, float]:
+        """One rollout from a local source (``rollout.collect(on_steps)``), its steps counted
+        and its episodes recorded as they come (:meth:`steps_done`): ``(rollout_s, end)``, the
+        seconds it took and the time it ended (the update's seconds count from there)."""
+        t0 = time.perf_counter()
+        rollout.collect(functools.partial(self.steps_done, session))
+        end = time.perf_counter()
+        return end - t0, end
+
     def episodes_done(self, n: int, returns: Any, lengths: Any) -> None:
         """``n`` more agent steps came from elsewhere (Ray workers) with the ``returns`` and
         ``lengths`` of the episodes that ended in them: count the steps, record the episodes."""
@@ -145,6 +170,36 @@ class RolloutLearner:
         acc["n"] += 1
         acc["rollout_s"] += rollout_s
         acc["update_s"] += update_s
+
+    def zero_acc(self) -> dict[str, float]:
+        """The metric sums of a new row: the loss terms, ``extra_sums``, the updates ``n``, and
+        the rollout and update seconds."""
+        sums = {**dict.fromkeys(self.loss_keys, 0.0), **self.extra_sums}
+        return {**sums, "n": 0, "rollout_s": 0.0, "update_s": 0.0}
+
+    def metrics_row(self, frames: int) -> dict[str, Any]:
+        """One metrics row at ``frames`` (means since the previous row); resets the sums."""
+        c, acc = self.counters, self.counters.acc
+        n = acc["n"]
+        row = {
+            "seconds": self.clock.seconds,
+            "fps": self.clock.fps(frames),
+            **self.tracker.metrics(),
+            **{k: acc[k] / n if n else math.nan for k in self.loss_keys},
+            **self.algo_columns(frames),
+            "steps": c.steps,
+            "updates": c.updates,
+            "grad_steps": c.grad_steps,
+            "rollout_s": acc["rollout_s"] / n if n else math.nan,
+            "update_s": acc["update_s"] / n if n else math.nan,
+        }
+        c.acc = self.zero_acc()
+        return row
+
+    def algo_columns(self, frames: int) -> dict[str, Any]:
+        """The algorithm's own columns of the row at ``frames``, after the loss terms' means
+        (read before :meth:`metrics_row` resets the sums)."""
+        raise NotImplementedError
 
     def save(self, frames: int) -> None:
         """An atomic checkpoint at ``frames``."""

@@ -35,7 +35,7 @@ from rapidrl.train.seeding import seed_everything
 from rapidrl.train.session import LogEvent, RunSession
 from rapidrl.train.track import check_tracker
 
-__all__ = ["Algorithm", "run_training", "started"]
+__all__ = ["Algorithm", "rollout_source", "run_training", "started"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +62,8 @@ class Algorithm:
     leaves nothing on disk) and after a resumed run's restore (its learner as checkpointed)."""
     iterate: Callable[[Any, Any, RunSession], None]
     """``(lrn, source, session)``: one iteration (collect, learn, count)."""
-    row: Callable[[Any, Any, int], Mapping[str, Any]]
-    """``(lrn, source, frames) -> the metrics row``."""
+    row: Callable[[Any, Any, int], Mapping[str, Any]] | None = None
+    """``(lrn, source, frames) -> the metrics row``; None: ``lrn.metrics_row(frames)``."""
     start: Callable[[Any, Any], None] | None = None
     """``(lrn, source)``: what to do once the run dir exists, before the first iteration (DQN:
     its replay, sized by the source's env count)."""
@@ -97,6 +97,7 @@ def run_training(
     # A wrong --run-dir/--resume (or a run dir another process writes) fails here, first.
     RunDir.check(cfg.resume or cfg.run_dir, resume=resuming)
     device = resolve_device(cfg.device)
+    row = algo.row or (lambda lrn, source, frames: lrn.metrics_row(frames))
     source = session = run = None
     threads = cfg.torch_threads or cpu_count()
     try:
@@ -132,7 +133,7 @@ def run_training(
                     frames = lrn.frames
                     session.cadence(
                         frames, log_every=lrn.log_every, ckpt_every=lrn.ckpt_every,
-                        row=functools.partial(algo.row, lrn, source, frames), save=lrn.save,
+                        row=functools.partial(row, lrn, source, frames), save=lrn.save,
                         on_log=on_log, pids=getattr(source, "pids", ()),
                     )  # fmt: skip
             # The end: a last checkpoint and row, the summary and the learning curve.
@@ -141,7 +142,7 @@ def run_training(
             if algo.grad_steps:
                 counts["grad_steps"] = c.grad_steps
             return session.end(
-                frames, row=functools.partial(algo.row, lrn, source, frames), save=lrn.save,
+                frames, row=functools.partial(row, lrn, source, frames), save=lrn.save,
                 title=algo.title.format(env=env.info.env_id),
                 extra=None if algo.extra is None else algo.extra(source), **counts,
             )  # fmt: skip
@@ -162,4 +163,14 @@ def started(source: Any, env_seed: int) -> Any:
     except BaseException:
         source.close()
         raise
+    return source
+
+
+def rollout_source(make: Callable[..., Any]) -> Callable[[Any, EnvProbe, Any, int], Any]:
+    """``Algorithm.source`` of a local rollout (PPO, PQN): ``make(cfg, env.options,
+    env.obs_space, lrn)`` (a bad env layout: ConfigError), its envs reset from ``env_seed``."""
+
+    def source(cfg: Any, env: EnvProbe, lrn: Any, env_seed: int) -> Any:
+        return started(make(cfg, env.options, env.obs_space, lrn), env_seed)
+
     return source

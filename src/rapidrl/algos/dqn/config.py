@@ -12,14 +12,17 @@ on ``B * k`` transitions (Lapan's "change 1"). The replay ratio, B transitions s
 step, does not depend on k: k trades many small updates for fewer large ones, which keep the CPU's
 vector units busier per sample. Rainbow's "batch 32 every 4 steps" is ``B=8, k=4``.
 
-Presets (``--preset NAME``; ``rapidrl train dqn`` defaults to ``fast``, ``rapidrl train rainbow``
+Presets (``--preset NAME``; ``rapidrl train dqn`` defaults to ``lean``, ``rapidrl train rainbow``
 is ``--preset rainbow``; the reasoning and the measurements behind each: docs/presets.md):
 
 - ``dqn``: the reference -- 1 env, batch 32 after every step, MSE loss, Adam 1e-4, epsilon
   1.0 -> 0.02 over the first 100k steps, target sync every 1k steps, replay 100k prefilled with
   10k transitions, gamma 0.99, uniform replay, plain eager torch.
 - ``rainbow``: n-step 3 + double + dueling + noisy + prioritized + C51, adapted for Pong.
-- ``fast``: our default, tuned for wall time to a solved Pong on a 2-core CPU.
+- ``lean``: the default: ``fast``'s learning settings on 52x52 frames, two of them, normalized
+  per pixel, a narrower torso, updates of 256 at lr 5e-4, no double DQN.
+- ``fast``: n-step 3 + double + dueling on 84x84x4 at the Nature replay ratio (the default
+  before ``lean``).
 - ``base``, ``n-step``, ``double``, ``dueling``, ``noisy``, ``per``, ``c51``, ``rainbow-fast``: the
   reference article's eight systems on one machinery (``fast``'s), for side-by-side runs.
 
@@ -36,14 +39,14 @@ from typing import Any, ClassVar, Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, Precision, RayTrainerConfig, flag_name, need
-from rapidrl.nets.torso import NATURE_CHANNELS
+from rapidrl.algos.common_config import TorsoWidths, validate_torso
+from rapidrl.config import Precision, RayTrainerConfig, flag_name, need
 
 __all__ = ["DQNConfig", "PRESETS"]
 
 
 @dataclass(frozen=True)
-class DQNConfig(RayTrainerConfig):
+class DQNConfig(TorsoWidths, RayTrainerConfig):
     """Train a DQN-family agent (DQN, double, dueling, n-step, prioritized, noisy, C51,
     Rainbow). Steps are agent steps summed over envs; frames are emulator frames (steps x
     frame_skip). After every steps_per_update steps comes one update on batch_size x
@@ -51,6 +54,8 @@ class DQNConfig(RayTrainerConfig):
 
     # A config.json written before a field existed meant this value, not the field's default.
     FORMER_DEFAULTS: ClassVar[dict[str, Any]] = {"per_weights": "buffer"}
+
+    # Also TorsoWidths' torso_channels and torso_dim (rapidrl.algos.common_config).
 
     # --- environment ------------------------------------------------------------------------
     num_envs: int = 1
@@ -82,12 +87,9 @@ class DQNConfig(RayTrainerConfig):
     """Atari torso: nature = the Nature-DQN CNN (any obs_size >= 36); small = 4 x conv(32, 3x3,
     stride 2) + linear 256, the A3C-style CPU torso (meant for obs_size 42). Ignored off Atari
     (an MLP)."""
-    torso_channels: tuple[int, int, int] = NATURE_CHANNELS
-    """The nature torso's three convolution widths; narrower: fewer multiply-adds an update and
-    an action."""
-    torso_dim: int | None = None
-    """Features out of the torso (its linear layer); None: the torso's own (nature 512, small
-    256)."""
+    obs_norm: bool = False
+    """Atari: normalize each pixel of the stack by its running mean and std over the replayed
+    batches, clamped to +-5 (rl_games' normalize_input), not scale it to [0, 1]."""
     head_hidden: int = 0
     """Width of an extra hidden layer per head stream (0: the head is one layer after the
     torso's 512 features)."""
@@ -199,11 +201,7 @@ class DQNConfig(RayTrainerConfig):
         for name in ("learning_starts", "epsilon_decay_steps", "actor_processes"):
             v = getattr(self, name)
             need(isinstance(v, int) and v >= 0, f"--{flag_name(name)} must be >= 0, got {v!r}")
-        need(
-            self.torso != "nature" or self.obs_size >= 36,
-            f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
-            f"{self.obs_size}; use --torso small for smaller frames",
-        )
+        validate_torso(self)
         need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
         need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
         need(self.adam_eps > 0, f"--adam-eps must be > 0, got {self.adam_eps}")
@@ -248,25 +246,7 @@ class DQNConfig(RayTrainerConfig):
                 self.per_beta_steps >= 1,
                 f"--per-beta-steps must be >= 1, got {self.per_beta_steps}",
             )
-        need(
-            len(self.torso_channels) == 3 and min(self.torso_channels) >= 1,
-            f"--torso-channels needs 3 positive widths, got {self.torso_channels}",
-        )
-        need(
-            self.torso == "nature" or tuple(self.torso_channels) == NATURE_CHANNELS,
-            f"--torso-channels sets the nature torso's widths; --torso {self.torso} has its "
-            "own: drop --torso-channels",
-        )
-        need(
-            self.torso_dim is None or self.torso_dim >= 1,
-            f"--torso-dim must be >= 1 (or None), got {self.torso_dim}",
-        )
         need(self.head_hidden >= 0, f"--head-hidden must be >= 0, got {self.head_hidden}")
-        if self.backend == "serial" and self.num_workers not in (None, 1):
-            raise ConfigError(
-                "--backend serial runs every env in one process; drop --num-workers or use "
-                "--backend hybrid"
-            )
         if self.actor_processes:
             need(
                 self.num_envs % self.actor_processes == 0,
@@ -351,6 +331,23 @@ PRESETS: dict[str, DQNConfig] = {
         precision="auto",
     ),
 }
+# lean: fast's learning settings with what made PPO fast on 2 cores (52x52 frames, two of them,
+# each pixel normalized by its running statistics, a narrower torso) and updates of 256 every 32
+# agent steps (the same replay ratio) at lr 5e-4, without double DQN's third forward pass
+# (docs/presets.md#dqn-lean).
+PRESETS["lean"] = dataclasses.replace(
+    PRESETS["fast"],
+    obs_size=52,
+    frame_stack=2,
+    obs_norm=True,
+    torso_channels=(16, 32, 32),
+    torso_dim=256,
+    double=False,
+    num_envs=16,
+    batch_size=8,
+    steps_per_update=32,
+    lr=5e-4,
+)
 
 # The reference article's eight systems, side by side: `base` (plain DQN on fast's machinery) and
 # base + each component; Pong at 4M frames, one seed each (docs/presets.md#dqn-eight-systems).

@@ -29,6 +29,7 @@ import torch
 from rapidrl.algos.dqn.config import DQNConfig
 from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_loss, td_target
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from rapidrl.config import ConfigError
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
@@ -95,6 +96,11 @@ def net_kwargs(
 ) -> dict[str, Any]:
     """``QNetwork`` keyword arguments for a network that runs on ``device`` (which decides
     ``precision="auto"``)."""
+    if cfg.obs_norm and len(tuple(obs_shape)) != 3:
+        raise ConfigError(
+            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
+            f"{tuple(obs_shape)}: drop --obs-norm"
+        )
     return {
         "obs_shape": tuple(obs_shape),
         "n_actions": int(n_actions),
@@ -110,6 +116,7 @@ def net_kwargs(
         "torso_kind": cfg.torso,
         "torso_channels": tuple(cfg.torso_channels),
         "torso_dim": cfg.torso_dim,
+        "obs_norm": cfg.obs_norm,
         "compute_dtype": resolve_precision(cfg.precision, device),
     }
 
@@ -403,6 +410,8 @@ class DQNLearner:
         weights = None
         if cfg.prioritized:
             weights = torch.from_numpy(batch["weights"]).to(device, non_blocking=nb)
+        if self.q.obs_rms is not None:  # the statistics of the frames the net learns from
+            self.q.obs_rms.update(obs)
         if cfg.noisy:
             self.q.reset_noise()
             self.target.reset_noise()

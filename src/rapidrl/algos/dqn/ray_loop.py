@@ -39,7 +39,6 @@ refills. Not reproducible step for step: which worker's batch arrives first depe
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -52,14 +51,8 @@ from rapidrl.algos.dqn.learner import METRIC_COLUMNS, DQNLearner, make_q_network
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import QPolicy, apex_epsilons
 from rapidrl.distributed.sampler import WorkerFailedError
-from rapidrl.distributed.training import (
-    RAY_COLUMNS,
-    RayDriver,
-    RayStats,
-    check_ray_config,
-    start_sampler,
-)
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.distributed.training import RayDriver, acting_config, ray_algorithm
+from rapidrl.train.runner import run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = ["actor_policy", "train_ray"]
@@ -68,8 +61,7 @@ __all__ = ["actor_policy", "train_ray"]
 def actor_policy(cfg: DQNConfig, obs_shape: tuple[int, ...], n_actions: int) -> QPolicy:
     """The acting policy of a Ray worker: the config's Q-network (channels_last off: it acts on
     small batches), epsilon-greedy. Module-level so that ``functools.partial`` of it pickles."""
-    cfg = dataclasses.replace(cfg, channels_last=False)
-    return QPolicy(make_q_network(cfg, obs_shape, n_actions), n_actions)
+    return QPolicy(make_q_network(acting_config(cfg), obs_shape, n_actions), n_actions)
 
 
 def worker_epsilons(cfg: DQNConfig, num_workers: int) -> np.ndarray:
@@ -82,21 +74,12 @@ def worker_epsilons(cfg: DQNConfig, num_workers: int) -> np.ndarray:
 def train_ray(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train with Ray workers (see the module docstring); return the summary. The run loop
     (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per batch."""
-    algo = Algorithm(
-        name="dqn", label="DQN", title="DQN {env} (Ray)", columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
+    algo = ray_algorithm(
+        "dqn", "DQN", METRIC_COLUMNS,
         learner=lambda cfg, env, device: DQNLearner(
             cfg, env.obs_shape, env.obs_space.dtype, env.n_actions, device
         ),
-        source=RaySource, start=_start, iterate=iterate,
-        row=lambda lrn, source, frames: {
-            **lrn.metrics_row(frames, source.eps), **source.stats.columns()
-        },
-        loop_threads=lambda cfg, source: source.loop_threads(cfg),
-        describe=lambda source: source.describe(),
-        extra=lambda source: {
-            "ray": {**source.stats.summary(), "epsilons": source.sampler.epsilons.tolist()}
-        },
-        check=check_ray_config, grad_steps=False,
+        source=RaySource, start=_start, iterate=iterate, grad_steps=False,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
@@ -107,14 +90,10 @@ class RaySource(RayDriver):
 
     def __init__(self, cfg: DQNConfig, env: Any, lrn: DQNLearner, env_seed: int):
         self.policy = QPolicy(lrn.q, env.n_actions)  # what is published: q's weights under "q."
-        self.sampler = start_sampler(
-            cfg,
-            cfg.env,
-            functools.partial(actor_policy, cfg, lrn.obs_shape, env.n_actions),
-            env_options=env.options,
-            seed=env_seed,
-            publish_every=cfg.ray_publish_every,
-        )
+        self.start(
+            cfg, env, functools.partial(actor_policy, cfg, lrn.obs_shape, env.n_actions),
+            seed=env_seed, publish_every=cfg.ray_publish_every,
+        )  # fmt: skip
         try:
             self.sampler.epsilons = worker_epsilons(cfg, self.sampler.num_workers)
             self.streams = self.sampler.num_workers * self.sampler.envs_per_worker
@@ -122,9 +101,16 @@ class RaySource(RayDriver):
         except BaseException:
             self.close()
             raise
-        self.stats = RayStats(self.sampler, cfg.ray)
         self.eps = float(np.mean(self.sampler.epsilons))
         self.pending: list[Any] = []
+
+    def row(self, lrn: DQNLearner, frames: int) -> dict[str, Any]:
+        """The learner's row (with the workers' mean epsilon), then the Ray columns."""
+        return {**lrn.metrics_row(frames, self.eps), **self.stats.columns()}
+
+    def summary(self) -> dict[str, Any]:
+        """The ``ray`` section of summary.json, with each worker's epsilon."""
+        return {**self.stats.summary(), "epsilons": self.sampler.epsilons.tolist()}
 
 
 def _start(lrn: DQNLearner, source: RaySource) -> None:

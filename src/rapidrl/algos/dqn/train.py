@@ -41,7 +41,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
@@ -51,10 +50,10 @@ from rapidrl.algos.dqn.learner import (
     make_q_network,
     net_kwargs,
 )
+from rapidrl.algos.eval import greedy_actions, restore_for_eval
 from rapidrl.config import ConfigError
-from rapidrl.train import config_from_dict
 from rapidrl.train.cli import parse_with_resume, run_from_cli
-from rapidrl.train.loop import cpu_count, probe_env
+from rapidrl.train.loop import cpu_count
 from rapidrl.train.runner import Algorithm, run_training, started
 from rapidrl.train.session import LogEvent
 
@@ -264,17 +263,8 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
 
     Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``.
     """
-    cfg = config_from_dict(DQNConfig, config)
-    env = probe_env(cfg, "DQN")
-    q = make_q_network(cfg, env.obs_shape, env.n_actions, device).to(device)
-    ckpt.restore(q=q)  # a clear CheckpointError when the weights do not fit
-    q.eval()  # noisy layers use their means
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return q(torch.as_tensor(obs, device=device)).argmax(1).cpu().numpy()
-
-    return act, cfg.env, env.options
+    cfg, env, q = restore_for_eval(DQNConfig, "DQN", make_q_network, config, ckpt, device, key="q")
+    return greedy_actions(q, device), cfg.env, env.options
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,9 +37,9 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, Precision, RayTrainerConfig, need
+from rapidrl.algos.common_config import RolloutConfig, TorsoWidths, validate_torso
+from rapidrl.config import ConfigError, Precision, need
 from rapidrl.nets.compiled import cpp_compiler
-from rapidrl.nets.torso import NATURE_CHANNELS
 
 __all__ = ["PRESETS", "PPOConfig"]
 
@@ -47,11 +47,14 @@ SequenceMode = Literal["packed", "loop", "packed_sequence"]
 
 
 @dataclass(frozen=True)
-class PPOConfig(RayTrainerConfig):
+class PPOConfig(TorsoWidths, RolloutConfig):
     """Train PPO or recurrent PPO (--recurrent: an LSTM over whole env sequences, trained with
     one LSTM call per length bucket instead of one per step). One update = a rollout of
     num_steps x num_envs agent steps, then epochs x minibatches gradient steps. Frames are
     emulator frames (agent steps x frame_skip)."""
+
+    # Also RolloutConfig's gamma, torch_threads, act_threads; TorsoWidths' torso_channels and
+    # torso_dim (rapidrl.algos.common_config).
 
     # --- environment ------------------------------------------------------------------------
     num_envs: int = 8
@@ -71,12 +74,6 @@ class PPOConfig(RayTrainerConfig):
     torso: Literal["nature", "small"] = "nature"
     """Atari torso: nature = the Nature-DQN CNN (obs_size >= 36); small = 4 x conv(32, 3x3, /2)
     + linear 256 (A3C-style, for obs_size 42). Off Atari: an MLP."""
-    torso_channels: tuple[int, int, int] = NATURE_CHANNELS
-    """The nature torso's three convolution widths; narrower: fewer multiply-adds an update and
-    an action."""
-    torso_dim: int | None = None
-    """Features out of the torso (its linear layer); None: the torso's own (nature 512, small
-    256)."""
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
@@ -119,8 +116,6 @@ class PPOConfig(RayTrainerConfig):
     """Adam epsilon (CleanRL's PPO uses 1e-5)."""
     fused_adam: bool = False
     """Adam(fused=True): one kernel for the optimizer step (faster on CPU)."""
-    gamma: float = 0.99
-    """Discount per agent step."""
     gae_lambda: float = 0.95
     """GAE lambda."""
     clip: float = 0.1
@@ -145,11 +140,6 @@ class PPOConfig(RayTrainerConfig):
     """Stop an update's remaining epochs once the mean approx_kl of an epoch exceeds this."""
 
     # --- speed --------------------------------------------------------------------------------
-    torch_threads: int = 0
-    """Torch threads of the learner; 0: all cores."""
-    act_threads: int = 0
-    """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
-    threads on CPU, and contended threads stall the env workers)."""
     compile: bool = False
     """torch.compile the feed-forward net's forward passes (acting and the update), which fuses
     the element-wise work around the convolutions; the first update pays the compile (seconds,
@@ -162,46 +152,16 @@ class PPOConfig(RayTrainerConfig):
     """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
 
     # ------------------------------------------------------------------------------------------
-    @property
-    def rollout_steps(self) -> int:
-        """Agent steps per update: ``num_steps * num_envs``."""
-        return self.num_steps * self.num_envs
-
     def validate(self) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
 
         self.validate_common("ppo")
-        self.require_ints(
-            "num_envs",
-            "num_steps",
-            "minibatches",
-            "epochs",
-            "lstm_hidden",
-            "max_frames",
-        )
-        need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
+        self.validate_rollout()
+        self.require_ints("lstm_hidden")
         need(
             0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
         )
-        need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
-        need(
-            min(self.torso_channels) >= 1,
-            f"--torso-channels must be positive, got {self.torso_channels}",
-        )
-        need(
-            self.torso == "nature" or tuple(self.torso_channels) == NATURE_CHANNELS,
-            f"--torso-channels sets the nature torso's widths; --torso {self.torso} has its "
-            "own: drop --torso-channels",
-        )
-        need(
-            self.torso_dim is None or self.torso_dim >= 1,
-            f"--torso-dim must be >= 1 or None, got {self.torso_dim}",
-        )
-        need(
-            self.torso != "nature" or self.obs_size >= 36,
-            f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
-            f"{self.obs_size}; use --torso small for smaller frames",
-        )
+        validate_torso(self)
         if self.kl_adaptive_lr is not None:
             need(
                 self.kl_adaptive_lr > 0,
@@ -235,10 +195,6 @@ class PPOConfig(RayTrainerConfig):
         )
         need(self.vf_coef >= 0, f"--vf-coef must be >= 0, got {self.vf_coef}")
         need(
-            self.max_grad_norm is None or self.max_grad_norm > 0,
-            f"--max-grad-norm must be > 0 or None, got {self.max_grad_norm}",
-        )
-        need(
             self.target_kl is None or self.target_kl > 0,
             f"--target-kl must be > 0 or None, got {self.target_kl}",
         )
@@ -271,13 +227,6 @@ class PPOConfig(RayTrainerConfig):
                 "--backend serial is synchronous; for --env-batch-size < --num-envs use "
                 "--backend async (or hybrid, ale, envpool)",
             )
-        if self.backend == "serial" and self.num_workers not in (None, 1):
-            raise ConfigError(
-                "--backend serial runs every env in one process; drop --num-workers or use "
-                "--backend hybrid"
-            )
-        need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
-        need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
         if self.compile:
             need(
                 not self.recurrent,

@@ -104,40 +104,37 @@ def make_policy(
 
 
 def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+    obs_shape = tuple(obs_shape)
     if cfg.obs_norm and len(obs_shape) != 3:
         raise ConfigError(
             f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
-            f"{tuple(obs_shape)}: drop --obs-norm"
+            f"{obs_shape}: drop --obs-norm"
         )
+    # The config's torso, the first of the net's initial weights either way.
+    torso = make_torso(
+        obs_shape, out_dim=cfg.torso_dim, kind=cfg.torso, channels=cfg.torso_channels
+    )
+    norms = {"obs_norm": cfg.obs_norm, "value_norm": cfg.value_norm}
     if cfg.recurrent:
         net = RecurrentActorCritic(
-            tuple(obs_shape),
+            obs_shape,
             int(num_actions),
             hidden_size=cfg.lstm_hidden,
             sequence_mode=cfg.sequence_mode,
-            torso=make_torso(
-                tuple(obs_shape),
-                out_dim=cfg.torso_dim,
-                kind=cfg.torso,
-                channels=cfg.torso_channels,
-            ),
-            obs_norm=cfg.obs_norm,
-            value_norm=cfg.value_norm,
+            torso=torso,
+            **norms,
         )
         orthogonal_init(net.torso)  # CleanRL's layer_init, as in the feed-forward net
         if cfg.channels_last and len(obs_shape) == 3:
             use_channels_last(net.torso)
         return net
     return ActorCritic(
-        tuple(obs_shape),
+        obs_shape,
         int(num_actions),
+        torso=torso,
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
-        torso_kind=cfg.torso,
-        torso_channels=cfg.torso_channels,
-        torso_dim=cfg.torso_dim,
-        obs_norm=cfg.obs_norm,
-        value_norm=cfg.value_norm,
+        **norms,
     )
 
 
@@ -381,31 +378,22 @@ def lr_now(opt: torch.optim.Optimizer) -> float:
     return float(opt.param_groups[0]["lr"])
 
 
-def _zero_acc() -> dict[str, float]:
-    acc = dict.fromkeys(LOSS_KEYS, 0.0)
-    acc.update(explained_variance=0.0, ev_n=0, n=0, rollout_s=0.0, update_s=0.0)
-    return acc
-
-
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
 class PPOLearner(RolloutLearner):
-    """PPO's learner-side state and steps (see the module docstring; the run state, checkpoints
-    and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
-
-    Build it after ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's
-    global generator), then call :meth:`start` once with the run directory: fresh counters, or
-    everything restored from the newest checkpoint.
-    """
+    """PPO's network, Adam, update and metric columns (see the module docstring); the run state,
+    checkpoints, resume and how to build and start it: :class:`RolloutLearner`."""
 
     algo = "ppo"
     resume_ignore_fields = RESUME_IGNORE_FIELDS
+    loss_keys = LOSS_KEYS
+    extra_sums = {"explained_variance": 0.0, "ev_n": 0}  # explained variance over the updates
 
     def __init__(
         self, cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
     ):
-        super().__init__(cfg, device, _zero_acc())
+        super().__init__(cfg, device)
         self.ent_coef = cfg.ent_coef  # of the latest update (ent_coef_at its frames)
         self.net = make_policy(cfg, obs_shape, n_actions, self.device).to(self.device)
         if cfg.compile:  # acting (forward) and the update's evaluate; value() stays eager
@@ -446,25 +434,8 @@ class PPOLearner(RolloutLearner):
         acc["ev_n"] += 0 if math.isnan(ev) else 1
 
     # --- metrics --------------------------------------------------------------------------
-    def metrics_row(self, frames: int) -> dict[str, Any]:
-        """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        c, acc = self.counters, self.counters.acc
-        n = acc["n"]
-        row = {
-            "seconds": self.clock.seconds,
-            "fps": self.clock.fps(frames),
-            **self.tracker.metrics(),
-            **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
-            "explained_variance": (
-                acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan
-            ),
-            "lr": lr_now(self.opt),
-            "ent_coef": self.ent_coef,
-            "steps": c.steps,
-            "updates": c.updates,
-            "grad_steps": c.grad_steps,
-            "rollout_s": acc["rollout_s"] / n if n else math.nan,
-            "update_s": acc["update_s"] / n if n else math.nan,
-        }
-        c.acc = _zero_acc()
-        return row
+    def algo_columns(self, frames: int) -> dict[str, Any]:
+        """A row's PPO columns: the mean explained variance, the rate, the entropy coefficient."""
+        acc = self.counters.acc
+        ev = acc["explained_variance"] / acc["ev_n"] if acc["ev_n"] else math.nan
+        return {"explained_variance": ev, "lr": lr_now(self.opt), "ent_coef": self.ent_coef}

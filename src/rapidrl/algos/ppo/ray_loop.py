@@ -16,18 +16,12 @@ directory and checkpoints, plus the ``ray_*`` columns and the ``ray`` section of
 
 The workers act with their own copy of the config's feed-forward network
 (:class:`rapidrl.distributed.ActorCriticPolicy` around :func:`make_policy`); recurrent PPO is not
-supported on Ray yet (``ConfigError``). The slowest worker sets the pace of every update. A worker
-that dies is rebuilt by Ray and asked again until it delivers (its rollout starts new episodes);
-after 120 s without it the run stops with :class:`rapidrl.distributed.WorkerFailedError`.
-
-Resume: the learner's checkpoint is the local loop's; on resume the workers are started again
-with the restored weights and env seeds derived from the step counter. The Ray fields may change
-on resume (another cluster, other worker counts: the rollout size follows).
+supported on Ray yet (``ConfigError``). Faults and resume: as every Ray driver's
+(:mod:`rapidrl.distributed.training`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -41,14 +35,8 @@ from rapidrl.algos.ppo.gae import gae
 from rapidrl.algos.ppo.learner import METRIC_COLUMNS, PPOLearner, TrainBatch, make_policy
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import ActorCriticPolicy
-from rapidrl.distributed.training import (
-    RAY_COLUMNS,
-    RayDriver,
-    RayStats,
-    check_ray_config,
-    start_sampler,
-)
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.distributed.training import RayDriver, acting_config, ray_algorithm
+from rapidrl.train.runner import run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = ["actor_policy", "train_ray"]
@@ -58,23 +46,16 @@ def actor_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int) -> 
     """The acting policy of a Ray worker: the config's feed-forward actor-critic (channels_last
     off: it acts on small batches), sampling its actions. Module-level so that a
     ``functools.partial`` of it pickles."""
-    cfg = dataclasses.replace(cfg, channels_last=False)
-    return ActorCriticPolicy(make_policy(cfg, obs_shape, n_actions))
+    return ActorCriticPolicy(make_policy(acting_config(cfg), obs_shape, n_actions))
 
 
 def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train with rollouts from Ray workers (see the module docstring); return the summary.
     The run loop (:func:`rapidrl.train.runner.run_training`) calls :func:`iterate` once per
     update."""
-    algo = Algorithm(
-        name="ppo", label="PPO", title="PPO {env} (Ray)",
-        columns=(*METRIC_COLUMNS, "policy_lag", *RAY_COLUMNS),
-        learner=lambda cfg, env, device: PPOLearner(cfg, env.obs_shape, env.n_actions, device),
-        source=RaySource, iterate=iterate, row=lambda lrn, source, frames: source.row(frames),
-        loop_threads=lambda cfg, source: source.loop_threads(cfg),
-        describe=lambda source: source.describe(),
-        extra=lambda source: {"ray": source.stats.summary()},
-        check=check_ray_config, recurrent=False,
+    algo = ray_algorithm(
+        "ppo", "PPO", (*METRIC_COLUMNS, "policy_lag"), learner=PPOLearner.for_env,
+        source=RaySource, iterate=iterate, recurrent=False,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
@@ -85,13 +66,11 @@ class RaySource(RayDriver):
     its episode (the next rollout's ``starts[0]``)."""
 
     def __init__(self, cfg: PPOConfig, env: Any, lrn: PPOLearner, env_seed: int):
-        self.cfg, self.lrn = cfg, lrn
         self.policy = ActorCriticPolicy(lrn.net)  # what is published: net's weights under "net."
-        self.sampler = start_sampler(
+        self.start(
             cfg,
-            cfg.env,
+            env,
             functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions),
-            env_options=env.options,
             seed=env_seed,
         )
         n_envs = self.sampler.num_workers * self.sampler.envs_per_worker
@@ -101,13 +80,13 @@ class RaySource(RayDriver):
                 f"--minibatches ({cfg.minibatches}) exceeds the rollout's --num-steps x --workers "
                 f"x --envs-per-worker ({cfg.num_steps * n_envs}) agent steps"
             )
-        self.stats = RayStats(self.sampler, cfg.ray)
         self.last_done = np.ones(n_envs, dtype=bool)
         self.lags: list[float] = []
 
-    def row(self, frames: int) -> dict[str, Any]:
+    def row(self, lrn: PPOLearner, frames: int) -> dict[str, Any]:
+        """The learner's row, the mean policy lag of the rollouts since the last, the Ray columns."""
         lags, self.lags = self.lags, []
-        row = {**self.lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
+        row = {**lrn.metrics_row(frames), "policy_lag": sum(lags) / len(lags) if lags else 0.0}
         return {**row, **self.stats.columns()}
 
 

@@ -64,8 +64,6 @@ resuming with a larger ``max_frames`` stretches it unless ``lr_anneal_frames`` i
 from __future__ import annotations
 
 import dataclasses
-import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,6 +71,7 @@ import numpy as np
 import torch
 
 from rapidrl.algos import DEFAULT_PRESETS
+from rapidrl.algos.eval import restore_for_eval
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.learner import (
     METRIC_COLUMNS,
@@ -82,11 +81,9 @@ from rapidrl.algos.ppo.learner import (
     rollout_advantages,
 )
 from rapidrl.nets.recurrent import RecurrentActorCritic
-from rapidrl.train import config_from_dict
 from rapidrl.train.cli import parse_with_resume, run_from_cli
-from rapidrl.train.loop import probe_env
 from rapidrl.train.rollout import VectorRollout
-from rapidrl.train.runner import Algorithm, run_training, started
+from rapidrl.train.runner import Algorithm, rollout_source, run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = [
@@ -125,21 +122,13 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
 def algorithm(cfg: PPOConfig) -> Algorithm:
     """What this algorithm brings to the run loop (:func:`rapidrl.train.runner.run_training`):
-    its learner, its local source of experience, one iteration, its metrics row."""
+    its learner, its local source of experience (the local vector env), one iteration."""
     name = "ppo-lstm" if cfg.recurrent else "ppo"
     return Algorithm(
         name=name, label="PPO", title=name.upper() + " {env}", columns=METRIC_COLUMNS,
-        learner=lambda cfg, env, device: PPOLearner(cfg, env.obs_shape, env.n_actions, device),
-        source=_rollout,
-        iterate=iterate,
-        row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
+        learner=PPOLearner.for_env, source=rollout_source(PPORollout), iterate=iterate,
         summary_algo="ppo", recurrent=cfg.recurrent,
     )  # fmt: skip
-
-
-def _rollout(cfg, env: Any, lrn: PPOLearner, env_seed: int) -> PPORollout:
-    """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    return started(PPORollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
 def iterate(lrn: PPOLearner, rollout: PPORollout, session: Any) -> None:
@@ -148,15 +137,12 @@ def iterate(lrn: PPOLearner, rollout: PPORollout, session: Any) -> None:
     lrn.set_lr(lrn.frames)
     # 2. Rollout: num_steps x num_envs agent steps (see the module docstring for how an
     #    asynchronous vector env's batches are assembled).
-    t0 = time.perf_counter()
-    rollout.collect(functools.partial(lrn.steps_done, session))
-    rollout_s = time.perf_counter() - t0
+    rollout_s, t_end = lrn.collect(rollout, session)
     # 3. Advantages: GAE per env up to its own length, bootstrapped from the value of the
     #    observation each env holds now.
-    t1 = time.perf_counter()
     batch = rollout.batch()
     # 4. PPO epochs.
-    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
+    lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t_end)
     session.bar.update(lrn.frames, lrn.tracker, upd=lrn.counters.updates)
 
 
@@ -287,11 +273,7 @@ def eval_policy(
     LSTM ``act`` is a :class:`RecurrentPolicy` that carries its state from call to call; call
     ``act.reset()`` at each new episode.
     """
-    cfg = config_from_dict(PPOConfig, config)
-    env = probe_env(cfg, "PPO")
-    net = make_policy(cfg, env.obs_shape, env.n_actions, device).to(device)
-    ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
-    net.eval()
+    cfg, env, net = restore_for_eval(PPOConfig, "PPO", make_policy, config, ckpt, device)
     generator = torch.Generator(device).manual_seed(seed) if sample else None
     if cfg.recurrent:
         return RecurrentPolicy(net, device, generator), cfg.env, env.options

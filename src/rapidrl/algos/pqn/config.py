@@ -38,17 +38,20 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import ConfigError, Precision, RayTrainerConfig, flag_name, need
+from rapidrl.algos.common_config import RolloutConfig, validate_torso
+from rapidrl.config import Precision, flag_name, need
 
 __all__ = ["PRESETS", "PQNConfig"]
 
 
 @dataclass(frozen=True)
-class PQNConfig(RayTrainerConfig):
+class PQNConfig(RolloutConfig):
     """Train PQN (parallelized Q-learning): online Q(lambda) over vector-env rollouts, no replay
     buffer, no target network, a LayerNorm after every layer. One update = a rollout of
     num_steps x num_envs epsilon-greedy agent steps, then epochs x minibatches gradient steps of
     MSE to the Q(lambda) returns. Frames are emulator frames (agent steps x frame_skip)."""
+
+    # Also RolloutConfig's gamma, torch_threads, act_threads (rapidrl.algos.common_config).
 
     # --- environment ------------------------------------------------------------------------
     num_envs: int = 128
@@ -78,8 +81,6 @@ class PQNConfig(RayTrainerConfig):
     """RAdam learning rate (at the start, when annealed)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over schedule_frames."""
-    gamma: float = 0.99
-    """Discount per agent step."""
     q_lambda: float = 0.65
     """Lambda of the Q(lambda) returns: 0 = one-step Q-learning targets, 1 = Monte-Carlo returns
     (bootstrapped at time limits and at the rollout's end)."""
@@ -109,13 +110,6 @@ class PQNConfig(RayTrainerConfig):
     """Frames the lr, epsilon and lambda schedules span (their fractions are of it). None:
     max_frames; set it to keep the schedules when a run is resumed with another max_frames."""
 
-    # --- speed --------------------------------------------------------------------------------
-    torch_threads: int = 0
-    """Torch threads of the learner; 0: all cores."""
-    act_threads: int = 0
-    """Torch threads while acting; 0: one (a batch of a few observations gains nothing from more
-    threads on CPU, and contended threads stall the env workers)."""
-
     # --- run ----------------------------------------------------------------------------------
     max_frames: int = 40_000_000
     """Stop after the update that reaches this many emulator frames."""
@@ -123,33 +117,17 @@ class PQNConfig(RayTrainerConfig):
     """Algorithm name written to config.json (`rapidrl eval` dispatches on it)."""
 
     # ------------------------------------------------------------------------------------------
-    @property
-    def rollout_steps(self) -> int:
-        """Agent steps per update: ``num_steps * num_envs``."""
-        return self.num_steps * self.num_envs
-
     def validate(self) -> None:
         """Cross-field checks; raise ``ConfigError`` naming the fields and the fix."""
 
         self.validate_common("pqn")
-        self.require_ints(
-            "num_envs",
-            "num_steps",
-            "minibatches",
-            "epochs",
-            "max_frames",
-        )
+        self.validate_rollout()
         need(
             self.rollout_steps >= self.minibatches,
             f"--minibatches ({self.minibatches}) exceeds the rollout's --num-steps x --num-envs "
             f"({self.rollout_steps}) agent steps; use fewer minibatches or a longer rollout",
         )
-        need(
-            self.torso != "nature" or self.obs_size >= 36,
-            f"--torso nature needs --obs-size >= 36 (its convolutions shrink 36 to 1), got "
-            f"{self.obs_size}; use --torso small for smaller frames",
-        )
-        need(0.0 <= self.gamma <= 1.0, f"--gamma must be in [0, 1], got {self.gamma}")
+        validate_torso(self)
         need(0.0 <= self.q_lambda <= 1.0, f"--q-lambda must be in [0, 1], got {self.q_lambda}")
         need(
             self.start_q_lambda is None or 0.0 <= self.start_q_lambda <= 1.0,
@@ -159,12 +137,7 @@ class PQNConfig(RayTrainerConfig):
             0.0 <= self.q_lambda_fraction <= 1.0,
             f"--q-lambda-fraction must be in [0, 1], got {self.q_lambda_fraction}",
         )
-        need(self.lr > 0, f"--lr must be > 0, got {self.lr}")
         need(self.reward_scale > 0, f"--reward-scale must be > 0, got {self.reward_scale}")
-        need(
-            self.max_grad_norm is None or self.max_grad_norm > 0,
-            f"--max-grad-norm must be > 0 or None, got {self.max_grad_norm}",
-        )
         for name in ("start_e", "end_e", "exploration_fraction", "final_e_fraction"):
             v = getattr(self, name)
             need(0.0 <= v <= 1.0, f"--{flag_name(name)} must be in [0, 1], got {v}")
@@ -183,17 +156,10 @@ class PQNConfig(RayTrainerConfig):
             f"--schedule-frames must be >= 1 or None (None: max_frames), got "
             f"{self.schedule_frames}",
         )
-        if self.backend == "serial" and self.num_workers not in (None, 1):
-            raise ConfigError(
-                "--backend serial runs every env in one process; drop --num-workers or use "
-                "--backend hybrid"
-            )
         need(
             self.num_workers is None or self.num_workers >= 1,
             f"--num-workers must be >= 1 or None, got {self.num_workers}",
         )
-        need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: automatic)")
-        need(self.act_threads >= 0, "--act-threads must be >= 0 (0: automatic)")
         # Ray (rapidrl.algos.pqn.ray_loop): num_steps from every env of every worker an update.
         self.validate_ray()
 

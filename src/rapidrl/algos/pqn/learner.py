@@ -12,7 +12,6 @@ newest checkpoint (:meth:`PQNLearner.start`).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -156,36 +155,30 @@ def rollout_targets(
     return q_lambda_returns(rewards, next_max_q, terminated, cut, gamma, lam)
 
 
-def _zero_acc() -> dict[str, float]:
-    acc = dict.fromkeys(LOSS_KEYS, 0.0)
-    acc.update(n=0, rollout_s=0.0, update_s=0.0)
-    return acc
-
-
 # --------------------------------------------------------------------------------------------
 # The learner
 # --------------------------------------------------------------------------------------------
 class PQNLearner(RolloutLearner):
-    """PQN's learner-side state and steps (see the module docstring; the run state, checkpoints
-    and resume are :class:`rapidrl.train.learner.RolloutLearner`'s).
-
-    Build it after ``seed_everything(cfg.seed)`` (the network's initialization draws from torch's
-    global generator), then call :meth:`start` once with the run directory: fresh counters, or
-    everything restored from the newest checkpoint.
-    """
+    """PQN's Q-network, RAdam, acting, update and metric columns (see the module docstring);
+    the run state, checkpoints, resume and how to build and start it: :class:`RolloutLearner`."""
 
     algo = "pqn"
     resume_ignore_fields = RESUME_IGNORE_FIELDS
+    loss_keys = LOSS_KEYS
 
     def __init__(
         self, cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
     ):
-        super().__init__(cfg, device, _zero_acc())
+        super().__init__(cfg, device)
         self.n_actions = int(n_actions)
         self.net = make_pqn_network(cfg, obs_shape, n_actions, self.device).to(self.device)
         self.opt = torch.optim.RAdam(self.net.parameters(), lr=cfg.lr)
 
     # --- acting ---------------------------------------------------------------------------
+    def epsilon(self) -> float:
+        """The exploration rate now (:func:`epsilon_at` the learner's frames)."""
+        return epsilon_at(self.cfg, self.frames)
+
     @torch.no_grad()
     def act(self, obs: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Epsilon-greedy actions for a batch of observations, and their max-Q (the bootstrap
@@ -199,6 +192,11 @@ class PQNLearner(RolloutLearner):
         return self.net(obs).max(dim=1).values
 
     # --- learning -------------------------------------------------------------------------
+    def q_lambda(self) -> float:
+        """Lambda of this update's Q(lambda) targets (:func:`q_lambda_at` the learner's
+        frames)."""
+        return q_lambda_at(self.cfg, self.frames)
+
     def set_lr(self, frames: int) -> float:
         """Set and return the (annealed) learning rate at ``frames``."""
         lr = lr_at(self.cfg, frames)
@@ -252,21 +250,9 @@ class PQNLearner(RolloutLearner):
         return stats
 
     # --- metrics --------------------------------------------------------------------------
-    def metrics_row(self, frames: int) -> dict[str, Any]:
-        """One metrics row at ``frames`` (means since the previous row); resets the sums."""
-        acc, n = self.counters.acc, self.counters.acc["n"]
-        row = {
-            "seconds": self.clock.seconds,
-            "fps": self.clock.fps(frames),
-            **self.tracker.metrics(),
-            **{k: acc[k] / n if n else math.nan for k in LOSS_KEYS},
+    def algo_columns(self, frames: int) -> dict[str, Any]:
+        """A row's PQN columns: the exploration rate at ``frames`` and the learning rate."""
+        return {
             "epsilon": epsilon_at(self.cfg, frames),
             "lr": float(self.opt.param_groups[0]["lr"]),
-            "steps": self.counters.steps,
-            "updates": self.counters.updates,
-            "grad_steps": self.counters.grad_steps,
-            "rollout_s": acc["rollout_s"] / n if n else math.nan,
-            "update_s": acc["update_s"] / n if n else math.nan,
         }
-        self.counters.acc = _zero_acc()
-        return row

@@ -14,18 +14,12 @@ columns and the ``ray`` section of ``summary.json`` (see :mod:`rapidrl.algos.dqn
 
 One difference from the local loop: the exploration rate is the schedule's value at the start of
 each update for the whole rollout (the local loop moves it every vector step; the schedule moves
-by num_steps x envs agent steps per update, a small part of its span). The slowest worker sets
-the pace of every update. A worker that dies is rebuilt by Ray and asked again until it delivers;
-after 120 s without it the run stops with :class:`rapidrl.distributed.WorkerFailedError`.
-
-Resume: the learner's checkpoint is the local loop's; on resume the workers are started again
-with the restored weights and env seeds derived from the step counter. The Ray fields may change
-on resume (another cluster, other worker counts: the rollout size follows).
+by num_steps x envs agent steps per update, a small part of its span). Faults and resume: as every
+Ray driver's (:mod:`rapidrl.distributed.training`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -35,23 +29,10 @@ import numpy as np
 import torch
 
 from rapidrl.algos.pqn.config import PQNConfig
-from rapidrl.algos.pqn.learner import (
-    METRIC_COLUMNS,
-    PQNLearner,
-    epsilon_at,
-    make_pqn_network,
-    q_lambda_at,
-    rollout_targets,
-)
+from rapidrl.algos.pqn.learner import METRIC_COLUMNS, PQNLearner, make_pqn_network, rollout_targets
 from rapidrl.distributed.policy import QLambdaPolicy
-from rapidrl.distributed.training import (
-    RAY_COLUMNS,
-    RayDriver,
-    RayStats,
-    check_ray_config,
-    start_sampler,
-)
-from rapidrl.train.runner import Algorithm, run_training
+from rapidrl.distributed.training import RayDriver, acting_config, ray_algorithm
+from rapidrl.train.runner import run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = ["actor_policy", "train_ray"]
@@ -61,22 +42,14 @@ def actor_policy(cfg: PQNConfig, obs_shape: tuple[int, ...], n_actions: int) -> 
     """The acting policy of a Ray worker: the config's Q-network (channels_last off: it acts on
     small batches), epsilon-greedy at the rate the learner publishes. Module-level so that a
     ``functools.partial`` of it pickles."""
-    cfg = dataclasses.replace(cfg, channels_last=False)
-    return QLambdaPolicy(make_pqn_network(cfg, obs_shape, n_actions), n_actions)
+    return QLambdaPolicy(make_pqn_network(acting_config(cfg), obs_shape, n_actions), n_actions)
 
 
 def train_ray(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train with rollouts from Ray workers (see the module docstring); return the summary."""
-    algo = Algorithm(
-        name="pqn", label="PQN", title="PQN {env} (Ray)", columns=(*METRIC_COLUMNS, *RAY_COLUMNS),
-        learner=lambda cfg, env, device: PQNLearner(cfg, env.obs_shape, env.n_actions, device),
-        source=RaySource, iterate=iterate,
-        row=lambda lrn, source, frames: {**lrn.metrics_row(frames), **source.stats.columns()},
-        loop_threads=lambda cfg, source: source.loop_threads(cfg),
-        describe=lambda source: source.describe(),
-        extra=lambda source: {"ray": source.stats.summary()},
-        check=check_ray_config,
-    )  # fmt: skip
+    algo = ray_algorithm(
+        "pqn", "PQN", METRIC_COLUMNS, learner=PQNLearner.for_env, source=RaySource, iterate=iterate
+    )
     return run_training(cfg, algo, on_log=on_log)
 
 
@@ -86,14 +59,12 @@ class RaySource(RayDriver):
 
     def __init__(self, cfg: PQNConfig, env: Any, lrn: PQNLearner, env_seed: int):
         self.policy = QLambdaPolicy(lrn.net, env.n_actions).to(lrn.device)
-        self.sampler = start_sampler(
+        self.start(
             cfg,
-            cfg.env,
+            env,
             functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions),
-            env_options=env.options,
             seed=env_seed,
         )
-        self.stats = RayStats(self.sampler, cfg.ray)
 
 
 def iterate(lrn: PQNLearner, source: RaySource, session: Any) -> None:
@@ -101,7 +72,7 @@ def iterate(lrn: PQNLearner, source: RaySource, session: Any) -> None:
     cfg, device = lrn.cfg, lrn.device
     # 1. Learning rate (annealed over schedule_frames) and this update's exploration rate.
     lrn.set_lr(lrn.frames)
-    eps = epsilon_at(cfg, lrn.frames)
+    eps = lrn.epsilon()
     source.policy.epsilon.fill_(eps)
     # 2. Rollout: num_steps of every env of every worker, all with these weights.
     t0 = time.perf_counter()
@@ -118,7 +89,7 @@ def iterate(lrn: PQNLearner, source: RaySource, session: Any) -> None:
     returns = rollout_targets(
         dev(r.rewards, torch.float32) * cfg.reward_scale, dev(r.values, torch.float32),
         dev(r.terminated), dev(r.truncated), dev(r.final_values, torch.float32),
-        dev(r.last_values, torch.float32), cfg.gamma, q_lambda_at(cfg, lrn.frames),
+        dev(r.last_values, torch.float32), cfg.gamma, lrn.q_lambda(),
     )  # fmt: skip
     # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
     actions = dev(r.actions, torch.long)

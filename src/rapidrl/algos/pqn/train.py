@@ -35,29 +35,18 @@ episodes than the uninterrupted one would have. The schedules follow ``schedule_
 
 from __future__ import annotations
 
-import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from rapidrl.algos import DEFAULT_PRESETS
+from rapidrl.algos.eval import greedy_actions, restore_for_eval
 from rapidrl.algos.pqn.config import PRESETS, PQNConfig
-from rapidrl.algos.pqn.learner import (
-    METRIC_COLUMNS,
-    PQNLearner,
-    epsilon_at,
-    make_pqn_network,
-    q_lambda_at,
-    rollout_targets,
-)
-from rapidrl.train import config_from_dict
+from rapidrl.algos.pqn.learner import METRIC_COLUMNS, PQNLearner, make_pqn_network, rollout_targets
 from rapidrl.train.cli import parse_with_resume, run_from_cli
-from rapidrl.train.loop import probe_env
 from rapidrl.train.rollout import VectorRollout
-from rapidrl.train.runner import Algorithm, run_training, started
+from rapidrl.train.runner import Algorithm, rollout_source, run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = [
@@ -82,19 +71,11 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
 
 def algorithm(cfg: PQNConfig) -> Algorithm:
     """What this algorithm brings to the run loop (:func:`rapidrl.train.runner.run_training`):
-    its learner, its local source of experience, one iteration, its metrics row."""
+    its learner, its local source of experience (the local vector env), one iteration."""
     return Algorithm(
         name="pqn", label="PQN", title="PQN {env}", columns=METRIC_COLUMNS,
-        learner=lambda cfg, env, device: PQNLearner(cfg, env.obs_shape, env.n_actions, device),
-        source=_rollout,
-        iterate=iterate,
-        row=lambda lrn, rollout, frames: lrn.metrics_row(frames),
+        learner=PQNLearner.for_env, source=rollout_source(PQNRollout), iterate=iterate,
     )  # fmt: skip
-
-
-def _rollout(cfg, env: Any, lrn: PQNLearner, env_seed: int) -> PQNRollout:
-    """The local vector env (a bad layout: ConfigError), its envs reset from ``env_seed``."""
-    return started(PQNRollout(cfg, env.options, env.obs_space, lrn), env_seed)
 
 
 def iterate(lrn: PQNLearner, rollout: PQNRollout, session: Any) -> None:
@@ -102,14 +83,11 @@ def iterate(lrn: PQNLearner, rollout: PQNRollout, session: Any) -> None:
     # 1. Learning rate: annealed linearly to 0 over schedule_frames.
     lrn.set_lr(lrn.frames)
     # 2. Rollout: num_steps x num_envs epsilon-greedy agent steps.
-    t0 = time.perf_counter()
-    rollout.collect(functools.partial(lrn.steps_done, session))
-    rollout_s = time.perf_counter() - t0
+    rollout_s, t_end = lrn.collect(rollout, session)
     # 3. Q(lambda) targets, bootstrapped from the max-Q of the observations held now.
-    t1 = time.perf_counter()
     returns = rollout.targets()
     # 4. epochs x minibatches of MSE regression of Q(s, a) to the targets.
-    lrn.train_on_rollout(rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t1)
+    lrn.train_on_rollout(rollout.obs, rollout.actions, returns, rollout_s=rollout_s, t_start=t_end)
 
 
 class PQNRollout:
@@ -138,11 +116,11 @@ class PQNRollout:
 
     def collect(self, on_steps: Callable[..., None]) -> None:
         """One rollout; ``on_steps(n, infos, eps=eps)`` after every vector step."""
-        cfg, lrn = self.cfg, self.lrn
+        lrn = self.lrn
         eps = [0.0]  # the exploration rate of the step being taken
 
         def act(obs: torch.Tensor, ids: torch.Tensor, start: torch.Tensor):
-            eps[0] = epsilon_at(cfg, lrn.frames)
+            eps[0] = lrn.epsilon()
             actions, max_q = lrn.act(obs, eps[0])
             return actions, {"max_q": max_q}
 
@@ -159,7 +137,7 @@ class PQNRollout:
         boot = self.lrn.max_q(torch.as_tensor(r.next_obs, device=self.device))
         return rollout_targets(
             r.rewards, r.extras["max_q"], r.terminated, r.truncated, r.final_values, boot,
-            self.cfg.gamma, q_lambda_at(self.cfg, self.lrn.frames),
+            self.cfg.gamma, self.lrn.q_lambda(),
         )  # fmt: skip
 
     def close(self) -> None:
@@ -174,17 +152,8 @@ def eval_policy(config: dict[str, Any], ckpt, device: str = "cpu"):
 
     Returns ``(act, env_id, env_options)`` where ``act(obs [B, ...]) -> actions [B]``.
     """
-    cfg = config_from_dict(PQNConfig, config)
-    env = probe_env(cfg, "PQN")
-    net = make_pqn_network(cfg, env.obs_shape, env.n_actions, device).to(device)
-    ckpt.restore(net=net)  # a clear CheckpointError when the weights do not fit
-    net.eval()
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return net(torch.as_tensor(np.asarray(obs), device=device)).argmax(1).cpu().numpy()
-
-    return act, cfg.env, env.options
+    cfg, env, net = restore_for_eval(PQNConfig, "PQN", make_pqn_network, config, ckpt, device)
+    return greedy_actions(net, device), cfg.env, env.options
 
 
 # --------------------------------------------------------------------------------------------
