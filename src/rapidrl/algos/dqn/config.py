@@ -289,6 +289,8 @@ _REFERENCE = DQNConfig(
 _PER = dict(prioritized=True, per_alpha=0.5, per_beta0=0.4, per_beta_steps=250_000)
 _NO_EPSILON = dict(epsilon_start=0.0, epsilon_end=0.0, epsilon_decay_steps=0)  # noisy explores
 _RAINBOW = dict(n_step=3, double=True, dueling=True, noisy=True, distributional=True, **_PER)
+# Rainbow's Huber loss, Adam eps and clipping, with Lapan's Pong target sync (rainbow and fast).
+_HUBER_ADAM = dict(loss="huber", adam_eps=1.5e-4, max_grad_norm=10.0, target_sync_steps=2_000)
 
 PRESETS: dict[str, DQNConfig] = {
     # dqn: the reference (Lapan, "Speeding up DQN on PyTorch"): one env step, then one update of
@@ -300,13 +302,10 @@ PRESETS: dict[str, DQNConfig] = {
         _REFERENCE,
         **_RAINBOW,
         **_NO_EPSILON,
-        loss="huber",
+        **_HUBER_ADAM,
         lr=1e-4,
-        adam_eps=1.5e-4,
-        max_grad_norm=10.0,
         batch_size=8,
         steps_per_update=4,
-        target_sync_steps=2_000,
     ),
     # fast: n-step 3 + double + dueling at a quarter of the reference's replay ratio, 8 envs; Pong
     # in 58.0 min on a 2-core Xeon with AMX (docs/presets.md#dqn-fast).
@@ -315,15 +314,12 @@ PRESETS: dict[str, DQNConfig] = {
         n_step=3,
         double=True,
         dueling=True,
-        loss="huber",
+        **_HUBER_ADAM,
         lr=2.5e-4,
-        adam_eps=1.5e-4,
-        max_grad_norm=10.0,
         batch_size=8,
         steps_per_update=8,
         num_envs=8,
         backend="auto",
-        target_sync_steps=2_000,
         epsilon_end=0.01,
         epsilon_decay_steps=100_000,
         channels_last=True,
