@@ -89,7 +89,8 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
     (an MLP)."""
     obs_norm: bool = False
     """Atari: normalize each pixel of the stack by its running mean and std over the replayed
-    batches, clamped to +-5 (rl_games' normalize_input), not scale it to [0, 1]."""
+    batches, clamped to +-5 (rl_games' normalize_input), not scale it to [0, 1]. Ignored off
+    Atari (flat observations)."""
     head_hidden: int = 0
     """Width of an extra hidden layer per head stream (0: the head is one layer after the
     torso's 512 features)."""

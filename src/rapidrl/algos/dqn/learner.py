@@ -29,7 +29,6 @@ import torch
 from rapidrl.algos.dqn.config import DQNConfig
 from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_loss, td_target
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from rapidrl.config import ConfigError
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
@@ -96,11 +95,7 @@ def net_kwargs(
 ) -> dict[str, Any]:
     """``QNetwork`` keyword arguments for a network that runs on ``device`` (which decides
     ``precision="auto"``)."""
-    if cfg.obs_norm and len(tuple(obs_shape)) != 3:
-        raise ConfigError(
-            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
-            f"{tuple(obs_shape)}: drop --obs-norm"
-        )
+    image = len(tuple(obs_shape)) == 3
     return {
         "obs_shape": tuple(obs_shape),
         "n_actions": int(n_actions),
@@ -116,7 +111,7 @@ def net_kwargs(
         "torso_kind": cfg.torso,
         "torso_channels": tuple(cfg.torso_channels),
         "torso_dim": cfg.torso_dim,
-        "obs_norm": cfg.obs_norm,
+        "obs_norm": cfg.obs_norm and image,  # frames only: off Atari the flag does nothing
         "compute_dtype": resolve_precision(cfg.precision, device),
     }
 

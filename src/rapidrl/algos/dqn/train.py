@@ -294,7 +294,7 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
 
 
 def main_dqn(argv: Sequence[str]) -> int:
-    """``rapidrl train dqn [--preset fast|dqn|rainbow] [--FIELD VALUE ...]`` (default: fast)."""
+    """``rapidrl train dqn [--preset lean|fast|dqn|rainbow] [--FIELD VALUE ...]`` (default: lean)."""
     return _main(argv, "rapidrl train dqn", DEFAULT_PRESETS["dqn"])
 
 
