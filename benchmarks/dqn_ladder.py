@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rapidrl.config import ConfigError, parse_config
+from rapidrl.config import ConfigError, parse_or_report
 
 __all__ = ["BenchDQNConfig", "Rung", "ladder", "main", "measure_rung"]
 
@@ -307,11 +307,8 @@ def plot(records: list[dict[str, Any]], path: str, title: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python benchmarks/dqn_ladder.py [--seconds 30] [--json F] [--png F] ...``; 2 on bad
     input (the message, no traceback)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        b = parse_config(BenchDQNConfig, {}, argv, prog=PROG, description=__doc__)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    b = parse_or_report(BenchDQNConfig, sys.argv[1:] if argv is None else argv, PROG, __doc__)
+    if b is None:
         return 2
     import torch
 

@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from rapidrl.algos.ppo.losses import ppo_loss
-from rapidrl.config import ConfigError, parse_config
+from rapidrl.config import ConfigError, parse_or_report
 from rapidrl.nets.recurrent import RecurrentActorCritic, plan_segments, run_lstm
 from rapidrl.nets.torso import resolve_precision, use_channels_last, use_precision
 
@@ -584,11 +584,8 @@ class LstmPhaseConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python benchmarks/lstm_phase.py``: table on stdout, optional ``--json`` list and
     ``--png`` plot; 2 on bad input (the message, no traceback)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        cfg = parse_config(LstmPhaseConfig, {}, argv, prog=PROG, description=__doc__)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    cfg = parse_or_report(LstmPhaseConfig, sys.argv[1:] if argv is None else argv, PROG, __doc__)
+    if cfg is None:
         return 2
     records = run_lstm_bench(
         sizes=cfg.size_list(),

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rapidrl.config import ConfigError, parse_config
+from rapidrl.config import ConfigError, parse_or_report
 
 __all__ = [
     "RaySamplerConfig",
@@ -381,11 +381,8 @@ class RaySamplerConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python benchmarks/ray_sampler.py``: table on stdout, optional ``--json`` list of
     records; 2 on bad input (the message, no traceback)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        cfg = parse_config(RaySamplerConfig, {}, argv, prog=PROG, description=__doc__)
-    except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    cfg = parse_or_report(RaySamplerConfig, sys.argv[1:] if argv is None else argv, PROG, __doc__)
+    if cfg is None:
         return 2
     records = run_ray_bench(
         cfg.env,

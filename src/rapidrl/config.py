@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -519,6 +520,16 @@ def parse_config(
     if validate is not None:
         validate()
     return cfg
+
+
+def parse_or_report(cls: type[T], argv: Sequence[str], prog: str, description: str) -> T | None:
+    """:func:`parse_config` for a script's ``main``: the config, or None after printing ``PROG:
+    error: MESSAGE`` to stderr (no traceback; the caller exits with 2)."""
+    try:
+        return parse_config(cls, {}, list(argv), prog=prog, description=description)
+    except ConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return None
 
 
 def replace(cfg: T, **changes: Any) -> T:
