@@ -39,6 +39,30 @@ def test_uint8_frames_are_summed_in_chunks_exactly():
     np.testing.assert_allclose(rms.var.numpy(), ref.var(0), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
+def test_8bit_samples_give_the_float64_statistics_bit_for_bit(dtype):
+    """8-bit samples are summed through float32 blocks; every partial sum must stay an exact
+    integer, so the statistics equal those of the same values given as float64, bit for bit,
+    including at the extremes (all 255 or -128) and over several blocks."""
+    rng = np.random.default_rng(2)
+    lo, hi = (0, 256) if dtype == torch.uint8 else (-128, 128)
+    for n in (1, 255, 256, 257, 1000):
+        x = torch.as_tensor(rng.integers(lo, hi, size=(n, 2, 5, 5)), dtype=dtype)
+        x[: n // 2] = hi - 1 if dtype == torch.uint8 else lo  # the largest squares
+        a, b = RunningMeanStd((2, 5, 5)), RunningMeanStd((2, 5, 5))
+        for _ in range(2):
+            a.update(x)
+            b.update(x.to(torch.float64))
+        assert torch.equal(a.mean, b.mean) and torch.equal(a.var, b.var), n
+
+
+def test_update_leaves_its_input_as_it_was():
+    x = torch.randn(300, 3, dtype=torch.float64)
+    before = x.clone()
+    RunningMeanStd((3,)).update(x)
+    assert torch.equal(x, before)
+
+
 def test_normalize_in_chunks_equals_the_formula_in_any_layout_and_dtype():
     """normalize runs in place over chunks of rows: the same values as the formula written out,
     channels-last frames stay channels-last, bf16 output is the float32 result rounded once,
