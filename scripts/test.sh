@@ -3,7 +3,7 @@
 # stage 1 the default (fast) tests, stage 2 the tests marked slow (learning checks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh test,envpool,ray,sb3,sweep,wandb
+bash scripts/install.sh test,envpool,mujoco,ray,sb3,sweep,wandb
 . .venv/bin/activate
 ruff check src tests examples benchmarks
 # Two test processes (pytest-xdist): much of the suite waits on env workers, Ray and process

@@ -124,8 +124,8 @@ def test_obs_norm_normalizes_raw_frames_and_prepared_batches_alike():
     plain = _net()
     plain.load_state_dict({k: v for k, v in net.state_dict().items() if "rms" not in k})
     assert not torch.allclose(plain(frames)[0], logits)
-    with pytest.raises(ValueError, match="image observations"):
-        ActorCritic((4,), 2, obs_norm=True)
+    with pytest.raises(ValueError, match=r"image \[C, H, W\] or vector \[D\]"):
+        ActorCritic((3, 4), 2, obs_norm=True)
 
 
 def test_value_norm_acts_in_the_return_scale_and_trains_on_the_head():
@@ -200,7 +200,25 @@ def test_recurrent_net_normalizes_its_input_and_values_as_numpy():
     assert sd["obs_rms.mean"].shape == shape and sd["value_rms.mean"].shape == ()
     assert float(sd["obs_rms.count"]) == pytest.approx(45, abs=1e-3)
     assert float(sd["value_rms.count"]) == pytest.approx(5, abs=1e-3)
-    with pytest.raises(ValueError, match="image observations"):
-        RecurrentActorCritic((4,), 2, obs_norm=True)
+    with pytest.raises(ValueError, match=r"image \[C, H, W\] or vector \[D\]"):
+        RecurrentActorCritic((3, 4), 2, obs_norm=True)
     plain = RecurrentActorCritic((4,), 2, value_norm=True)
     assert plain.obs_rms is None and not any(k.startswith("obs_rms") for k in plain.state_dict())
+
+
+def test_vector_obs_norm_normalizes_every_input_once_and_clamps_at_10():
+    """MuJoCo-style vectors: every input (float) is raw and normalized, clamped to +-10; a
+    prepared batch is the raw one, so evaluate normalizes it exactly once."""
+    torch.manual_seed(0)
+    net = ActorCritic((3,), 2, obs_norm=True, shared_torso=False, continuous=True)
+    net.obs_rms.update(torch.tensor([[0.0, 10.0, -5.0], [2.0, 14.0, -5.0]], dtype=torch.float64))
+    obs = torch.tensor([[1.0, 12.0, -5.0], [1e6, 10.0, -5.0]], dtype=torch.float64)
+    x = ((obs - net.obs_rms.mean) / (net.obs_rms.var + 1e-5).sqrt()).clamp(-10, 10)
+    assert float(x[1, 0]) == 10.0  # the clamp
+    mean, _ = net(obs)
+    torch.testing.assert_close(mean, net.actor(net.torso(x.float())))
+    assert net.prepare(obs) is obs
+    actions = torch.zeros(2, 2)
+    torch.testing.assert_close(
+        net.evaluate(net.prepare(obs), actions).logprob, net.evaluate(obs, actions).logprob
+    )

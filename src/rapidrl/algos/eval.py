@@ -89,16 +89,20 @@ def restore_for_eval(
     ckpt,
     device: str,
     key: str = "net",
+    continuous: bool = False,
 ) -> tuple[Any, Any, Any]:
     """``(cfg, env, net)`` of a loader: the run's config (``config_cls`` from its config.json
     dict), its probe env (``label`` names the algorithm in errors) and the network
     ``make_net(cfg, obs_shape, n_actions, device)`` on ``device`` with the checkpoint's weights
-    (saved under ``key``; a clear CheckpointError when they do not fit), in eval mode."""
+    (saved under ``key``; a clear CheckpointError when they do not fit), in eval mode.
+    ``continuous``: the algorithm takes Box actions too (PPO): ``make_net`` then gets
+    ``continuous=True`` for an env that has them."""
     from rapidrl.train.loop import probe_env
 
     cfg = config_from_dict(config_cls, config)
-    env = probe_env(cfg, label)
-    net = make_net(cfg, env.obs_shape, env.n_actions, device).to(device)
+    env = probe_env(cfg, label, continuous=continuous)
+    kwargs = {"continuous": True} if env.continuous else {}
+    net = make_net(cfg, env.obs_shape, env.n_actions, device, **kwargs).to(device)
     ckpt.restore(**{key: net})
     net.eval()
     return cfg, env, net

@@ -188,7 +188,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     prefill_s = None
     with num_threads(cfg.torch_threads or os.cpu_count() or 1):
         seed_everything(cfg.seed)
-        env = probe_env(cfg, algo.label)
+        env = probe_env(cfg, algo.label, continuous=algo.continuous)
         lrn = algo.learner(cfg, env, device)
         lrn.frame_skip = env.frame_skip  # what start() sets from the run's env (no run dir here)
         source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, 0))

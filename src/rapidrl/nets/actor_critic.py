@@ -1,4 +1,6 @@
-"""Feed-forward actor-critic for PPO: ``torso -> (actor logits, critic value)``, discrete actions.
+"""Feed-forward actor-critic for PPO: ``torso -> (actor logits, critic value)`` for discrete
+actions, ``torso -> (Gaussian mean, critic value)`` with a state-independent log std for continuous
+ones (CleanRL's ``ppo_continuous_action.py``).
 
 The same calls as :class:`rapidrl.nets.recurrent.RecurrentActorCritic` minus the state, so one
 trainer drives both: ``act(obs)`` for rollouts (sample, log-prob, value), ``value(obs)`` for the
@@ -18,7 +20,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from rapidrl.nets.distributions import categorical_entropy, categorical_logprob
+from rapidrl.nets.distributions import (
+    categorical_entropy,
+    categorical_logprob,
+    gaussian_entropy,
+    gaussian_logprob,
+)
 from rapidrl.nets.normalize import NormalizedActorCritic
 from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso
 
@@ -26,10 +33,10 @@ __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
 
 
 class FFActOutput(NamedTuple):
-    action: torch.Tensor  # [n] int64
+    action: torch.Tensor  # [n] int64; continuous: [n, A] float32, unclipped
     logprob: torch.Tensor  # [n]
     value: torch.Tensor  # [n]
-    logits: torch.Tensor  # [n, A]
+    logits: torch.Tensor  # [n, A]; continuous: the Gaussian's mean
 
 
 class FFEvalOutput(NamedTuple):
@@ -61,7 +68,11 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
     Args:
         obs_shape: ``(C, 84, 84)`` uint8 frame stacks (Nature CNN, pixels scaled inside) or
             ``(D,)`` vectors (MLP), see :func:`rapidrl.nets.torso.make_torso`.
-        num_actions: discrete actions ``A``.
+        num_actions: discrete actions ``A``, or with ``continuous`` the action's dims ``A``.
+        continuous: a diagonal Gaussian policy over ``R^A``: the actor head gives the mean
+            (initialized near 0, as the logits), ``log_std [A]`` is a parameter of its own
+            (state-independent, starting at 0: std 1). Sampled actions are unclipped; whoever
+            sends them to an env clips them to its bounds.
         torso: a custom torso mapping ``[n, *obs_shape]`` to ``[n, torso.out_dim]``.
         shared_torso: one torso for both heads (Atari). ``False`` gives the critic its own copy
             (CleanRL's classic-control network): the value loss then cannot disturb the policy
@@ -73,10 +84,12 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
             :func:`rapidrl.nets.torso.make_torso`).
         torso_channels: the nature torso's convolution widths (when ``torso`` is None).
         torso_dim: the built torso's output features (None: its default, nature 512).
-        obs_norm: image observations only: each pixel of the stack normalized by its running
-            mean and standard deviation (``obs_rms``) instead of scaled to [0, 1]; a float
-            input is taken as already normalized (what :meth:`prepare` returns). See
-            :class:`rapidrl.nets.normalize.NormalizedActorCritic`.
+        obs_norm: each pixel of an image stack normalized by its running mean and standard
+            deviation (``obs_rms``) instead of scaled to [0, 1], a float image input taken as
+            already normalized (what :meth:`prepare` returns); vector observations normalized
+            the same way, every input. See :class:`rapidrl.nets.normalize.NormalizedInput`.
+        reward_norm: keep ``reward_rms``, the running statistics of the discounted return the
+            trainer scales rewards by (:func:`rapidrl.nets.normalize.scale_rewards`).
         value_norm: the critic head predicts normalized returns (``value_rms``). ``forward``,
             ``act`` and ``value`` return values in the return scale (for GAE); ``evaluate``
             returns the head's output, in the normalized scale in which the loss compares it
@@ -100,11 +113,16 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         torso_dim: int | None = None,
         obs_norm: bool = False,
         value_norm: bool = False,
+        reward_norm: bool = False,
+        continuous: bool = False,
     ):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.num_actions = int(num_actions)
-        self.init_normalizers(self.obs_shape, obs_norm=obs_norm, value_norm=value_norm)
+        self.continuous = bool(continuous)
+        self.init_normalizers(
+            self.obs_shape, obs_norm=obs_norm, value_norm=value_norm, reward_norm=reward_norm
+        )
         if torso is None:
             torso = make_torso(
                 self.obs_shape, out_dim=torso_dim, kind=torso_kind, channels=torso_channels
@@ -118,6 +136,8 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         feat = int(self.torso.out_dim)
         self.actor = _head(feat, self.num_actions, 0.01)
         self.critic = _head(feat, 1, 1.0)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.zeros(self.num_actions))
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
         if self.channels_last:
             self.to(memory_format=torch.channels_last)
@@ -156,9 +176,18 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         deterministic: bool = False,
         generator: torch.Generator | None = None,
     ) -> FFActOutput:
-        """Sample (or, ``deterministic``, take the greedy) action for each row of ``obs``; call
-        under ``torch.no_grad()``."""
+        """Sample (or, ``deterministic``, take the greedy: the mean when continuous) action for
+        each row of ``obs``; call under ``torch.no_grad()``."""
         logits, value = self(obs)
+        if self.continuous:
+            mean = logits.float()
+            action = mean
+            if not deterministic:
+                noise = torch.randn(
+                    mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
+                )
+                action = mean + self.log_std.exp() * noise
+            return FFActOutput(action, gaussian_logprob(mean, self.log_std, action), value, mean)
         if deterministic:
             action = logits.argmax(-1)
         else:
@@ -170,6 +199,8 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         """``obs`` converted once for many forward passes (the PPO epochs over one rollout):
         channels-last, normalized with ``obs_norm`` and, for a Nature-CNN torso, scaled to its
         compute dtype. Forward passes on the result equal those on ``obs``."""
+        if len(self.obs_shape) != 3:
+            return obs  # vectors: normalized per minibatch in evaluate (cheap), never twice
         if not isinstance(self.torso, ConvTorso):
             return self._in(obs)
         # Normalized frames come out in the torso's compute dtype, so the bf16 cast is not a
@@ -181,6 +212,13 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         """What the PPO loss needs: log-prob of ``actions``, entropy, values (the head's
         output: normalized with ``value_norm``)."""
         logits, values = self._heads(obs)
+        if self.continuous:
+            mean = logits.float()
+            return FFEvalOutput(
+                gaussian_logprob(mean, self.log_std, actions),
+                gaussian_entropy(self.log_std, mean.shape[:-1]),
+                values,
+            )
         return FFEvalOutput(
             categorical_logprob(logits, actions), categorical_entropy(logits), values
         )

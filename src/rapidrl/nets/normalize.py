@@ -15,9 +15,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["OBS_CLIP", "NormalizedActorCritic", "NormalizedInput", "RunningMeanStd"]
+__all__ = [
+    "OBS_CLIP",
+    "REWARD_CLIP",
+    "VECTOR_OBS_CLIP",
+    "NormalizedActorCritic",
+    "NormalizedInput",
+    "RunningMeanStd",
+    "scale_rewards",
+]
 
 OBS_CLIP = 5.0  # normalized pixels are clamped to +-OBS_CLIP (rl_games)
+VECTOR_OBS_CLIP = 10.0  # normalized vector observations (MuJoCo): SB3's VecNormalize, CleanRL
+REWARD_CLIP = 10.0  # scaled rewards: SB3's VecNormalize, CleanRL's NormalizeReward
 
 
 class RunningMeanStd(nn.Module):
@@ -123,32 +133,40 @@ def _sums(x: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Te
 
 
 class NormalizedInput:
-    """Input normalization of an image network (a mixin of ``nn.Module`` subclasses: the
-    actor-critics and :class:`rapidrl.nets.q.QNetwork`): with ``obs_norm`` each pixel of the
-    stack is normalized by its running mean and standard deviation (``obs_rms``, clamped to +-5)
-    instead of scaled to [0, 1] (rl_games' ``normalize_input``). A uint8 input is a raw frame
-    stack and is normalized; a float one is taken as already normalized. ``obs_rms`` is a buffer
-    (checkpoints, ``rapidrl eval``, actor and Ray weights carry it), changed only by
-    ``obs_rms.update``, which the learner calls."""
+    """Input normalization (a mixin of ``nn.Module`` subclasses: the actor-critics and
+    :class:`rapidrl.nets.q.QNetwork`), with ``obs_norm``:
+
+    - frame stacks ``[C, H, W]``: each pixel normalized by its running mean and standard
+      deviation (``obs_rms``, clamped to +-5) instead of scaled to [0, 1] (rl_games'
+      ``normalize_input``). A uint8 input is a raw frame stack and is normalized; a float one
+      is taken as already normalized (what ``prepare`` returns).
+    - vectors ``[D]`` (MuJoCo): each coordinate normalized the same way, clamped to +-10 (SB3's
+      ``VecNormalize``, CleanRL's ``NormalizeObservation``); every input is raw.
+
+    ``obs_rms`` is a buffer (checkpoints, ``rapidrl eval``, actor and Ray weights carry it),
+    changed only by ``obs_rms.update``, which the learner calls."""
 
     obs_rms: RunningMeanStd | None
 
     def init_obs_norm(self, obs_shape: tuple[int, ...], obs_norm: bool) -> None:
-        """Set ``obs_rms`` (None where off); call after ``nn.Module.__init__``. ``obs_norm`` on a
-        non-image ``obs_shape`` is a ValueError."""
+        """Set ``obs_rms`` (None where off); call after ``nn.Module.__init__``. ``obs_norm`` on
+        an observation that is neither ``[C, H, W]`` nor ``[D]`` is a ValueError."""
         obs_shape = tuple(obs_shape)
-        if obs_norm and len(obs_shape) != 3:
+        if obs_norm and len(obs_shape) not in (1, 3):
             raise ValueError(
-                f"obs_norm is for image observations [C, H, W]; got obs_shape {obs_shape}"
+                "obs_norm is for image [C, H, W] or vector [D] observations; got obs_shape "
+                f"{obs_shape}"
             )
-        self.obs_rms = RunningMeanStd(obs_shape, clip=OBS_CLIP) if obs_norm else None
+        self.obs_images = len(obs_shape) == 3
+        clip = OBS_CLIP if self.obs_images else VECTOR_OBS_CLIP
+        self.obs_rms = RunningMeanStd(obs_shape, clip=clip) if obs_norm else None
 
     def normalize_obs(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The torso's input: a raw (uint8) frame stack normalized with ``obs_norm`` (in
-        ``dtype``), anything else as it is."""
-        if self.obs_rms is not None and obs.dtype == torch.uint8:
-            return self.obs_rms.normalize(obs, dtype)
-        return obs
+        """The torso's input: with ``obs_norm`` a raw (uint8) frame stack or any vector
+        normalized (in ``dtype``); anything else as it is."""
+        if self.obs_rms is None or (self.obs_images and obs.dtype != torch.uint8):
+            return obs
+        return self.obs_rms.normalize(obs, dtype)
 
 
 class NormalizedActorCritic(NormalizedInput):
@@ -169,15 +187,58 @@ class NormalizedActorCritic(NormalizedInput):
     """
 
     value_rms: RunningMeanStd | None
+    reward_rms: RunningMeanStd | None
 
     def init_normalizers(
-        self, obs_shape: tuple[int, ...], *, obs_norm: bool, value_norm: bool
+        self,
+        obs_shape: tuple[int, ...],
+        *,
+        obs_norm: bool,
+        value_norm: bool,
+        reward_norm: bool = False,
     ) -> None:
-        """Set ``obs_rms`` and ``value_rms`` (None where off); call after ``nn.Module.__init__``.
-        ``obs_norm`` on a non-image ``obs_shape`` is a ValueError."""
+        """Set ``obs_rms``, ``value_rms`` and ``reward_rms`` (None where off); call after
+        ``nn.Module.__init__``. ``obs_norm`` on an observation that is neither an image nor a
+        vector is a ValueError."""
         self.init_obs_norm(obs_shape, obs_norm)
         self.value_rms = RunningMeanStd(()) if value_norm else None
+        # The running statistics of the discounted return the rewards are scaled by
+        # (scale_rewards); a buffer so that checkpoints carry it.
+        self.reward_rms = RunningMeanStd(()) if reward_norm else None
 
     def value_out(self, v: torch.Tensor) -> torch.Tensor:
         """The critic head's output in the return scale."""
         return v if self.value_rms is None else self.value_rms.denormalize(v)
+
+
+@torch.no_grad()
+def scale_rewards(
+    rewards: torch.Tensor,
+    ends: torch.Tensor,
+    valid: torch.Tensor,
+    running: torch.Tensor,
+    gamma: float,
+    rms: RunningMeanStd,
+    clip: float = REWARD_CLIP,
+) -> torch.Tensor:
+    """Rewards ``[T, N]`` divided by the running standard deviation of the discounted return,
+    clamped to ``+-clip`` (SB3's ``VecNormalize(norm_reward=True)``, CleanRL's
+    ``NormalizeReward``): the return scale the value and policy losses see stays near 1 whatever
+    the task's reward scale.
+
+    ``running [N]`` is each env's discounted return so far (``r_t + gamma * running``), carried
+    from rollout to rollout and updated here in place; it restarts at 0 after a step that ended
+    an episode (``ends [T, N]``: terminated or truncated). ``valid [T, N]``: the steps each env
+    holds (False past an env's length in a first-ready rollout). ``rms`` takes every valid
+    step's return at once, then scales the whole rollout (rl_games' order, once per rollout;
+    SB3 updates per step)."""
+    returns = torch.zeros_like(rewards, dtype=torch.float64)
+    for t in range(rewards.shape[0]):
+        step = valid[t]
+        updated = running * gamma + rewards[t].double()
+        running.copy_(torch.where(step, updated, running))
+        returns[t] = running
+        running.masked_fill_(step & ends[t], 0.0)
+    rms.update(returns[valid])
+    std = (rms.var + rms.eps).sqrt().to(rewards.dtype)
+    return (rewards / std).clamp_(-clip, clip)

@@ -132,6 +132,10 @@ class QNetwork(NormalizedInput, nn.Module):
         self.distributional = distributional
         self.num_atoms = int(num_atoms) if distributional else 1
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
+        if obs_norm and len(self.obs_shape) != 3:
+            raise ValueError(
+                f"obs_norm is for image observations [C, H, W] here; got obs_shape {self.obs_shape}"
+            )
         self.init_obs_norm(self.obs_shape, obs_norm)
         self.torso = make_torso(
             self.obs_shape,

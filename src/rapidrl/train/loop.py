@@ -139,16 +139,22 @@ class EnvProbe:
     """The config's ``stop_at_score`` with ``"auto"`` resolved (:func:`resolve_stop_score`)."""
     obs_space: Any
     n_actions: int
+    """Discrete actions; continuous: the action's dims."""
+    continuous: bool = False
+    """A bounded ``Box`` action space (only where the trainer asked for it: PPO)."""
+    action_space: Any = None
+    """The env's action space (its bounds, where continuous)."""
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
         return tuple(self.obs_space.shape)
 
 
-def probe_env(cfg: Any, algo: str) -> EnvProbe:
+def probe_env(cfg: Any, algo: str, *, continuous: bool = False) -> EnvProbe:
     """Resolve ``cfg.env``, build one env with the config's options to read its spaces, close it.
-    An action space that is not discrete is a ``ConfigError`` naming ``algo`` (every trainer here
-    is for discrete actions)."""
+    The action space must be ``Discrete``, or with ``continuous`` (the trainer takes them: PPO)
+    also a bounded one-dimensional ``Box``; anything else is a ``ConfigError`` naming ``algo``
+    and what it supports."""
     from rapidrl.envs import make_env, resolve_env
 
     info = resolve_env(cfg.env)
@@ -156,15 +162,49 @@ def probe_env(cfg: Any, algo: str) -> EnvProbe:
     probe = make_env(cfg.env, **options)
     obs_space, act_space = probe.observation_space, probe.action_space
     probe.close()
-    if not hasattr(act_space, "n"):
-        raise ConfigError(f"{algo} needs a discrete action space; {cfg.env} has {act_space}")
+    n_actions, is_box = check_action_space(act_space, cfg.env, algo, continuous=continuous)
     return EnvProbe(
         info=info,
         options=options,
         frame_skip=options.get("frame_skip", 4) if info.is_atari else 1,
         stop_score=resolve_stop_score(cfg.stop_at_score, info),
         obs_space=obs_space,
-        n_actions=int(act_space.n),
+        n_actions=n_actions,
+        continuous=is_box,
+        action_space=act_space,
+    )
+
+
+def check_action_space(space: Any, env_id: str, algo: str, *, continuous: bool) -> tuple[int, bool]:
+    """``(n_actions, is_box)`` of an action space a trainer accepts: ``Discrete(n)`` ->
+    ``(n, False)``; with ``continuous``, a bounded ``Box`` of shape ``(A,)`` -> ``(A, True)``.
+    Anything else (multi-discrete, dict, unbounded or multi-dimensional boxes, or a box for a
+    discrete-only trainer): a ``ConfigError`` naming what is supported."""
+    import gymnasium as gym
+
+    supported = "Discrete or a bounded 1-D Box (rapidrl train ppo)" if continuous else "Discrete"
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), False
+    if isinstance(space, gym.spaces.Box):
+        if not continuous:
+            raise ConfigError(
+                f"{algo} needs a discrete action space; {env_id} has continuous actions "
+                f"{space}: `rapidrl train ppo` takes them (its local loop, feed-forward)"
+            )
+        if len(space.shape) != 1:
+            raise ConfigError(
+                f"{algo}: {env_id}'s action space {space} is not one-dimensional; supported: "
+                f"{supported} (an action wrapper of your env can flatten it)"
+            )
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ConfigError(
+                f"{algo}: {env_id}'s action space {space} is unbounded; sampled actions are "
+                "clipped to the bounds, so they must be finite (wrap the env with "
+                "gymnasium.wrappers.RescaleAction or give the Box finite low/high)"
+            )
+        return int(space.shape[0]), True
+    raise ConfigError(
+        f"{algo}: {env_id}'s action space {space} is not supported; supported: {supported}"
     )
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -43,7 +44,8 @@ _INFO_KEYS = ("final_obs", "episode_end", "episode_return", "episode_length")
 
 class VectorRollout:
     """``num_steps x num_envs`` agent steps of a local vector env into ``[T, N]`` buffers:
-    ``obs``, ``actions``, ``rewards`` (times ``reward_scale``), ``terminated``, ``truncated``,
+    ``obs``, ``actions`` (``[T, N, A]`` float32 for a ``Box``: as sampled, clipped to the
+    bounds only when sent), ``rewards`` (times ``reward_scale``), ``terminated``, ``truncated``,
     ``starts``, ``final_values`` (where truncated) and each of ``extras`` (float32), with
     ``lengths`` the steps of each env in the rollout. ``next_obs`` / ``next_start``: what every
     env holds after it. Config fields read: ``env``, ``num_envs``, ``num_steps``, ``backend``,
@@ -91,7 +93,16 @@ class VectorRollout:
             return torch.zeros((t_max, N, *shape), dtype=dtype, device=device)
 
         self.obs = buf(*obs_space.shape, dtype=obs_dtype)
-        self.actions, self.rewards = buf(dtype=torch.long), buf()
+        # Box actions (PPO's Gaussian policy): stored as sampled, clipped to the bounds only
+        # where they are sent (the log-probs are those of the unclipped samples).
+        act_space = self.envs.single_action_space
+        self.action_bounds = None
+        if isinstance(act_space, gym.spaces.Box):
+            self.actions = buf(*act_space.shape)
+            self.action_bounds = (act_space.low, act_space.high, act_space.dtype)
+        else:
+            self.actions = buf(dtype=torch.long)
+        self.rewards = buf()
         self.terminated, self.truncated = buf(dtype=torch.bool), buf(dtype=torch.bool)
         self.starts = buf(dtype=torch.bool)
         self.final_values = buf()  # the bootstrap value of final_obs where truncated
@@ -117,7 +128,11 @@ class VectorRollout:
         self.actions[pos, ids_t] = actions
         for name, values in extras.items():
             self.extras[name][pos, ids_t] = values
-        self.envs.send(actions.cpu().numpy(), ids)
+        sent = actions.cpu().numpy()
+        if self.action_bounds is not None:
+            low, high, dtype = self.action_bounds
+            sent = np.clip(sent, low, high).astype(dtype, copy=False)
+        self.envs.send(sent, ids)
 
     def _recv_every_env(self):
         """``recv`` until every env has come back once, merged in env order (lockstep)."""

@@ -82,6 +82,8 @@ class Algorithm:
     """``cfg ->`` checks before anything is built (e.g. that Ray is installed)."""
     grad_steps: bool = True
     """Whether summary.json counts gradient steps."""
+    continuous: bool = False
+    """Whether the algorithm takes continuous (bounded ``Box``) actions besides discrete ones."""
 
 
 def run_training(
@@ -103,7 +105,9 @@ def run_training(
     try:
         with num_threads(threads):
             seed_everything(cfg.seed)
-            env = probe_env(cfg, algo.label)  # spaces, options, frame skip, stop score
+            env = probe_env(
+                cfg, algo.label, continuous=algo.continuous
+            )  # spaces, options, frame skip, stop score
             lrn = algo.learner(cfg, env, device)
             # A resumed run is restored first: its envs restart from seeds that follow its step
             # counter. A fresh run's directory (and config.json) is made once its source is

@@ -24,6 +24,7 @@ measurements behind each: docs/presets.md):
 - ``fast``: the classic learning settings on 84x84x4 frames sized for a 2-core CPU (the default
   before ``lean``; kept as the suite screen's 84x84 baseline).
 - ``cartpole``: classic control (CleanRL ``ppo.py``).
+- ``mujoco``: continuous control (CleanRL ``ppo_continuous_action.py``) on 8 envs.
 
 With ``--ray`` each rollout comes from Ray workers (:mod:`rapidrl.algos.ppo.ray_loop`), for the
 feed-forward net only: recurrent PPO does not run on Ray yet.
@@ -78,8 +79,11 @@ class PPOConfig(TorsoWidths, RolloutConfig):
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
     obs_norm: bool = False
-    """Atari: normalize each pixel of the stack by its running mean and std, clamped to +-5
-    (rl_games' normalize_input), not scale it to [0, 1]; the statistics are saved with the net."""
+    """Normalize each input by its running mean and std, saved with the net: Atari pixels
+    clamped to +-5 instead of scaled to [0, 1] (rl_games); vectors (MuJoCo) clamped to +-10 (SB3)."""
+    reward_norm: bool = False
+    """Scale rewards by the running std of the discounted return, clamped to +-10 (SB3's
+    VecNormalize, CleanRL's continuous PPO): the losses see returns near 1 whatever the task."""
     value_norm: bool = False
     """The critic learns returns normalized by their running mean and std (rl_games'
     normalize_value); GAE and explained_variance stay in the return scale."""
@@ -202,6 +206,11 @@ class PPOConfig(TorsoWidths, RolloutConfig):
             self.lr_anneal_frames is None or self.lr_anneal_frames >= 1,
             f"--lr-anneal-frames must be >= 1 or None, got {self.lr_anneal_frames}",
         )
+        need(
+            not (self.recurrent and self.reward_norm),
+            "--reward-norm is for the feed-forward net (continuous control): drop it with "
+            "--recurrent",
+        )
         if self.recurrent:
             need(
                 self.num_envs % self.minibatches == 0,
@@ -311,6 +320,33 @@ PRESETS: dict[str, PPOConfig] = {
         max_frames=500_000,
     ),
 }
+
+# mujoco: CleanRL's ppo_continuous_action.py (Gaussian policy, separate 64x64 tanh actor and
+# critic, observations and rewards normalized, 10 epochs of 32 minibatches over 2,048 steps, 1M
+# steps) with the rollout's 2,048 steps from 8 envs instead of 1 (docs/presets.md#ppo-mujoco).
+PRESETS["mujoco"] = PPOConfig(
+    env="Hopper-v5",
+    num_envs=8,
+    backend="auto",
+    num_steps=256,
+    minibatches=32,
+    epochs=10,
+    lr=3e-4,
+    anneal_lr=True,
+    clip=0.2,
+    clip_vloss=True,
+    ent_coef=0.0,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+    gamma=0.99,
+    gae_lambda=0.95,
+    shared_torso=False,
+    obs_norm=True,
+    reward_norm=True,
+    fused_adam=True,
+    stop_at_score=None,
+    max_frames=1_000_000,
+)
 
 # lean (the default): rl_games' Pong recipe on 52x52x2 frames with 3 epochs instead of 4 (Pong
 # fp32 capped to AVX2 4.7 min, 3 seeds: docs/results/pong_ppo_e3m4_zen5); the Atari suite:

@@ -95,20 +95,31 @@ def make_policy(
     obs_shape: tuple[int, ...],
     num_actions: int,
     device: torch.device | str = "cpu",
+    *,
+    continuous: bool = False,
 ) -> nn.Module:
     """The actor-critic a config describes: ``ActorCritic`` or ``RecurrentActorCritic``, for
-    ``device`` (which decides ``precision="auto"``; not moved there: call ``.to(device)``)."""
+    ``device`` (which decides ``precision="auto"``; not moved there: call ``.to(device)``).
+    ``continuous``: a Gaussian policy over ``num_actions`` dims (feed-forward only)."""
     return use_precision(
-        _make_policy(cfg, obs_shape, num_actions), resolve_precision(cfg.precision, device)
+        _make_policy(cfg, obs_shape, num_actions, continuous),
+        resolve_precision(cfg.precision, device),
     )
 
 
-def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+def _make_policy(
+    cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int, continuous: bool
+) -> nn.Module:
     obs_shape = tuple(obs_shape)
-    if cfg.obs_norm and len(obs_shape) != 3:
+    if cfg.obs_norm and len(obs_shape) not in (1, 3):
         raise ConfigError(
-            f"--obs-norm normalizes image frames; {cfg.env} gives observations of shape "
-            f"{obs_shape}: drop --obs-norm"
+            f"--obs-norm normalizes image frames or vectors; {cfg.env} gives observations of "
+            f"shape {obs_shape}: drop --obs-norm"
+        )
+    if continuous and cfg.recurrent:
+        raise ConfigError(
+            f"{cfg.env} has continuous actions; the recurrent net (ppo-lstm, --recurrent) has "
+            "discrete ones only: use `rapidrl train ppo` without --recurrent"
         )
     # The config's torso, the first of the net's initial weights either way.
     torso = make_torso(
@@ -134,6 +145,8 @@ def _make_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int) -
         torso=torso,
         shared_torso=cfg.shared_torso,
         channels_last=cfg.channels_last,
+        reward_norm=cfg.reward_norm,
+        continuous=continuous,
         **norms,
     )
 
@@ -142,7 +155,7 @@ class TrainBatch(NamedTuple):
     """One rollout as the update takes it (not the Ray workers' :class:`rapidrl.distributed.RolloutBatch`), time-major ``[T, N]`` (``T`` = the longest env sequence of the rollout)."""
 
     obs: torch.Tensor  # [T, N, *obs_shape]
-    actions: torch.Tensor  # [T, N] int64
+    actions: torch.Tensor  # [T, N] int64; continuous: [T, N, A] float32 (unclipped)
     logprobs: torch.Tensor  # [T, N]
     values: torch.Tensor  # [T, N]
     advantages: torch.Tensor  # [T, N]
@@ -391,16 +404,28 @@ class PPOLearner(RolloutLearner):
     extra_sums = {"explained_variance": 0.0, "ev_n": 0}  # explained variance over the updates
 
     def __init__(
-        self, cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int, device: torch.device
+        self,
+        cfg: PPOConfig,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        device: torch.device,
+        *,
+        continuous: bool = False,
     ):
         super().__init__(cfg, device)
         self.ent_coef = cfg.ent_coef  # of the latest update (ent_coef_at its frames)
-        self.net = make_policy(cfg, obs_shape, n_actions, self.device).to(self.device)
+        self.net = make_policy(cfg, obs_shape, n_actions, self.device, continuous=continuous)
+        self.net = self.net.to(self.device)
         if cfg.compile:  # acting (forward) and the update's evaluate; value() stays eager
             compile_methods(self.net, "forward", "evaluate")
         self.opt = torch.optim.Adam(
             self.net.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cfg.fused_adam
         )
+
+    @classmethod
+    def for_env(cls, cfg: PPOConfig, env: Any, device: Any) -> PPOLearner:
+        """The learner for the probe ``env``: discrete or (a Box) continuous actions."""
+        return cls(cfg, env.obs_shape, env.n_actions, device, continuous=env.continuous)
 
     # --- learning -------------------------------------------------------------------------
     def set_lr(self, frames: int) -> float:

@@ -80,6 +80,7 @@ from rapidrl.algos.ppo.learner import (
     make_policy,
     rollout_advantages,
 )
+from rapidrl.nets.normalize import scale_rewards
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train.cli import parse_with_resume, run_from_cli
 from rapidrl.train.rollout import VectorRollout
@@ -99,7 +100,12 @@ __all__ = [
 ]
 
 # ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
-LSTM_PRESETS = {name: dataclasses.replace(cfg, recurrent=True) for name, cfg in PRESETS.items()}
+# mujoco is not among them: continuous actions are for the feed-forward net.
+LSTM_PRESETS = {
+    name: dataclasses.replace(cfg, recurrent=True)
+    for name, cfg in PRESETS.items()
+    if name != "mujoco"
+}
 # lean's KL-adaptive rate capped at its start (3e-4): with the 0.01 cap the recurrent policy did
 # not learn Pong in 6M frames, capped it did (docs/results/pong_ppo_lstm_lean_zen5); 4 epochs,
 # as measured there (lean's 3 were measured without the LSTM only).
@@ -127,7 +133,7 @@ def algorithm(cfg: PPOConfig) -> Algorithm:
     return Algorithm(
         name=name, label="PPO", title=name.upper() + " {env}", columns=METRIC_COLUMNS,
         learner=PPOLearner.for_env, source=rollout_source(PPORollout), iterate=iterate,
-        summary_algo="ppo", recurrent=cfg.recurrent,
+        summary_algo="ppo", recurrent=cfg.recurrent, continuous=not cfg.recurrent,
     )  # fmt: skip
 
 
@@ -167,6 +173,8 @@ class PPORollout:
         self.steps.reset(seed)
         n = self.cfg.num_envs
         self.store = self.net.initial_state(n, self.device) if self.cfg.recurrent else None
+        # --reward-norm: each env's discounted return so far (restarting with its episodes)
+        self.running_returns = torch.zeros(n, dtype=torch.float64, device=self.device)
 
     def _act(self, obs: torch.Tensor, ids: torch.Tensor, start: torch.Tensor):
         if self.cfg.recurrent:
@@ -197,8 +205,19 @@ class PPORollout:
             boot = net.value(held, self.store) if cfg.recurrent else net.value(held)
         values = r.extras["values"][:t_len]
         lengths = torch.tensor(r.lengths)  # a copy: `r.lengths` is reused
+        rewards = r.rewards[:t_len]
+        if getattr(net, "reward_rms", None) is not None:  # --reward-norm
+            steps = torch.arange(t_len, device=self.device)[:, None]
+            rewards = scale_rewards(
+                rewards,
+                r.terminated[:t_len] | r.truncated[:t_len],
+                steps < lengths.to(self.device)[None],
+                self.running_returns,
+                cfg.gamma,
+                net.reward_rms,
+            )
         advantages, returns, valid = rollout_advantages(
-            r.rewards[:t_len],
+            rewards,
             values,
             r.terminated[:t_len],
             r.truncated[:t_len],
@@ -273,7 +292,13 @@ def eval_policy(
     LSTM ``act`` is a :class:`RecurrentPolicy` that carries its state from call to call; call
     ``act.reset()`` at each new episode.
     """
-    cfg, env, net = restore_for_eval(PPOConfig, "PPO", make_policy, config, ckpt, device)
+    cfg, env, net = restore_for_eval(
+        PPOConfig, "PPO", make_policy, config, ckpt, device, continuous=True
+    )
+    bounds = None
+    if env.continuous:  # the Gaussian's mean (or a sample), clipped to the bounds as in training
+        space = env.action_space
+        bounds = (space.low, space.high)
     generator = torch.Generator(device).manual_seed(seed) if sample else None
     if cfg.recurrent:
         return RecurrentPolicy(net, device, generator), cfg.env, env.options
@@ -285,7 +310,8 @@ def eval_policy(
                 deterministic=not sample,
                 generator=generator,
             )
-        return out.action.cpu().numpy()
+        actions = out.action.cpu().numpy()
+        return actions if bounds is None else np.clip(actions, *bounds)
 
     return act, cfg.env, env.options
 
@@ -311,9 +337,39 @@ def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
 
 
 def main_ppo(argv: Sequence[str]) -> int:
-    """``rapidrl train ppo [--preset lean|fast|ppo|ppo-lstm|cartpole] [--FIELD VALUE ...]``
-    (default: lean)."""
-    return _main(argv, "rapidrl train ppo", DEFAULT_PRESETS["ppo"], PRESETS)
+    """``rapidrl train ppo [--preset lean|fast|ppo|cartpole|mujoco] [--FIELD VALUE ...]``
+    (default: lean; mujoco for an env with continuous actions)."""
+    return _main(argv, "rapidrl train ppo", default_ppo_preset(argv), PRESETS)
+
+
+def default_ppo_preset(argv: Sequence[str]) -> str:
+    """The preset ``rapidrl train ppo`` takes without ``--preset``: ``mujoco`` (CleanRL's
+    continuous-action recipe) for an ``--env`` with continuous actions, else the default
+    (``lean``). A run's own config decides with ``--resume``, a ``--config`` file otherwise."""
+    from rapidrl.config import flag_value
+
+    default = DEFAULT_PRESETS["ppo"]
+    env = flag_value(list(argv), "--env")
+    if env is None or any(flag_value(list(argv), f) for f in ("--preset", "--config", "--resume")):
+        return default
+    return "mujoco" if _has_continuous_actions(env) else default
+
+
+def _has_continuous_actions(env_id: str) -> bool:
+    import gymnasium as gym
+
+    from rapidrl.envs import make_env, resolve_env
+
+    try:
+        if resolve_env(env_id).is_atari:
+            return False
+        env = make_env(env_id)
+    except Exception:  # an unknown or broken env: the trainer's own start says what is wrong
+        return False
+    try:
+        return isinstance(env.action_space, gym.spaces.Box)
+    finally:
+        env.close()
 
 
 def main_ppo_lstm(argv: Sequence[str]) -> int:

@@ -1,0 +1,268 @@
+"""PPO on continuous (Box) actions: the return-based reward scaling against a per-step
+reference, actions clipped where they are sent and stored as sampled, clear errors for action
+spaces that are not supported, MuJoCo vector envs on every backend against serial, and a tiny
+Hopper run that trains, evaluates and resumes exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rapidrl import cli
+from rapidrl.algos.ppo.config import PRESETS
+from rapidrl.algos.ppo.train import eval_policy, train
+from rapidrl.nets.normalize import RunningMeanStd, scale_rewards
+from rapidrl.train import load_latest, read_metrics
+from rapidrl.train.rollout import VectorRollout
+from rapidrl.train.testing import assert_same
+from rapidrl.vector import make_vec
+from rapidrl.vector.testing import assert_trajectories_equal, collect_trajectories
+
+QUIET = dict(
+    log_every_seconds=0,
+    checkpoint_every_seconds=1e9,
+    no_progress=True,
+    tensorboard=False,
+    torch_threads=1,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Reward scaling
+# --------------------------------------------------------------------------------------------
+def test_scale_rewards_follows_the_discounted_return_per_env_across_rollouts():
+    """Two rollouts of 3 envs, episode ends and a ragged (first-ready) env: the returns run on
+    across the rollouts, restart after an end, skip the padding; each rollout's valid returns
+    enter the statistics at once and every reward is divided by their std, clamped."""
+    gamma = 0.9
+    rng = np.random.default_rng(0)
+    rms, ref_rms = RunningMeanStd(()), RunningMeanStd(())
+    running = torch.zeros(3, dtype=torch.float64)
+    ref_running = np.zeros(3)
+    for rollout in range(2):
+        rewards = rng.normal(0, 50, size=(5, 3)).astype(np.float32)
+        rewards[4, 2] = 1e5  # padding in the first rollout: not in the statistics, clamped
+        ends = np.zeros((5, 3), bool)
+        ends[1, 0] = ends[3, 2] = True
+        lengths = np.array([5, 5, 3 if rollout == 0 else 5])
+        valid = np.arange(5)[:, None] < lengths[None]
+        got = scale_rewards(
+            torch.from_numpy(rewards), torch.from_numpy(ends), torch.from_numpy(valid),
+            running, gamma, rms,
+        )  # fmt: skip
+        # The per-step reference (SB3's VecNormalize order for the returns).
+        returns = []
+        for i in range(3):
+            for t in range(lengths[i]):
+                ref_running[i] = ref_running[i] * gamma + rewards[t, i]
+                returns.append(ref_running[i])
+                if ends[t, i]:
+                    ref_running[i] = 0.0
+        ref_rms.update(torch.tensor(returns, dtype=torch.float64))
+        std = float(np.sqrt(float(ref_rms.var) + 1e-5))
+        want = np.clip(rewards / std, -10, 10)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(running.numpy(), ref_running)
+        if rollout == 0:
+            assert float(got[4, 2]) == 10.0
+        assert float(rms.count) == pytest.approx(float(ref_rms.count))
+
+
+# --------------------------------------------------------------------------------------------
+# Actions: clipped where sent, stored as sampled
+# --------------------------------------------------------------------------------------------
+class _RecordingBoxEnv(gym.Env):
+    """Box(-1, 1, (2,)) actions; the observation is the action it received."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+gym.register("rapidrl-test/RecordingBox-v0", entry_point=_RecordingBoxEnv)
+
+
+def test_actions_are_stored_as_sampled_and_sent_clipped_to_the_bounds():
+    cfg = SimpleNamespace(
+        env="rapidrl-test/RecordingBox-v0", num_envs=2, num_steps=3, backend="serial",
+        num_workers=None, act_threads=1, env_batch_size=None,
+    )  # fmt: skip
+    space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    rollout = VectorRollout(cfg, {}, space, torch.device("cpu"), (), lockstep=False)
+    sampled = torch.tensor([[3.0, -0.5], [-7.0, 0.25]])
+
+    def act(obs, ids, starts):
+        return sampled[ids], {}
+
+    try:
+        rollout.reset(seed=0)
+        rollout.collect(act, lambda obs, ids: torch.zeros(len(ids)), lambda n, infos: None)
+        assert rollout.actions.dtype == torch.float32
+        assert torch.equal(rollout.actions[0], sampled)  # as the policy sampled them
+        # What the envs received (their observations): clipped to [-1, 1].
+        assert torch.equal(rollout.obs[1], torch.tensor([[1.0, -0.5], [-1.0, 0.25]]))
+    finally:
+        rollout.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Action spaces that are not supported: a clear error, nothing written
+# --------------------------------------------------------------------------------------------
+class _SpaceEnv(gym.Env):
+    def __init__(self, space):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.action_space = space
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, True, False, {}
+
+
+_SPACES = {
+    "MultiDiscrete": gym.spaces.MultiDiscrete([2, 3]),
+    "Dict": gym.spaces.Dict({"a": gym.spaces.Discrete(2)}),
+    "Unbounded": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+    "Box2D": gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32),
+    "Box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+}
+for _name, _space in _SPACES.items():
+    gym.register(f"rapidrl-test/{_name}-v0", entry_point=_SpaceEnv, kwargs={"space": _space})
+
+
+@pytest.mark.parametrize(
+    "algo, name, message",
+    [
+        ("ppo", "MultiDiscrete", "supported: Discrete or a bounded 1-D Box"),
+        ("ppo", "Dict", "supported: Discrete or a bounded 1-D Box"),
+        ("ppo", "Unbounded", "is unbounded"),
+        ("ppo", "Box2D", "is not one-dimensional"),
+        ("ppo-lstm", "Box", "`rapidrl train ppo` takes them (its local loop, feed-forward)"),
+        ("dqn", "Box", "`rapidrl train ppo` takes them"),
+        ("pqn", "Box", "`rapidrl train ppo` takes them"),
+        ("dqn", "MultiDiscrete", "not supported; supported: Discrete"),
+    ],
+)
+def test_unsupported_action_spaces_are_refused_by_name(
+    tmp_path, monkeypatch, capsys, algo, name, message
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", algo, "--env", f"rapidrl-test/{name}-v0", "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# MuJoCo (the mujoco extra)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "backend, kwargs",
+    [
+        ("subprocess", {}),
+        ("hybrid", {"num_workers": 2, "inline": True}),
+        ("async", {"num_workers": 2, "batch_size": 2}),
+    ],
+    ids=["subprocess", "hybrid-inline", "async-b2"],
+)
+def test_mujoco_vector_envs_equal_serial(backend, kwargs):
+    pytest.importorskip("mujoco")  # the mujoco extra: pip install -e '.[mujoco]'
+    n, steps = 4, 40
+    actions = np.random.default_rng(5).uniform(-1, 1, size=(n, steps, 3)).astype(np.float32)
+    options = {"max_episode_steps": 15}  # time limits as well as falls
+    with make_vec("Hopper-v5", n, "serial", env_options=options) as venv:
+        reference = collect_trajectories(venv, actions, seed=11)
+    steps_seen = [s for t in reference[1] for s in t]
+    assert any(s["truncated"] for s in steps_seen)
+    with make_vec("Hopper-v5", n, backend, env_options=options, **kwargs) as venv:
+        got = collect_trajectories(venv, actions, seed=11)
+    assert_trajectories_equal(reference, got, f"{backend} {kwargs}")
+
+
+TINY_HOPPER = dataclasses.replace(
+    PRESETS["mujoco"],
+    env="Hopper-v5",
+    num_envs=2,
+    num_steps=64,
+    minibatches=4,
+    epochs=2,
+    backend="serial",
+    max_frames=512,
+    lr_anneal_frames=512,  # the schedule does not depend on where a session stops
+    log_every_frames=128,
+    checkpoint_every_frames=256,
+    keep_checkpoints=4,
+    seed=4,
+    **QUIET,
+)
+
+
+def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path):
+    pytest.importorskip("mujoco")
+    full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
+    s = train(dataclasses.replace(TINY_HOPPER, run_dir=str(full)))
+    assert s["frames"] == 512 and s["updates"] == 4
+    _, rows = read_metrics(str(full / "metrics.csv"))
+    assert len(rows) == 4 and all(np.isfinite(float(r["policy_loss"])) for r in rows)
+    ckpt = load_latest(str(full / "checkpoints"))
+    net = ckpt.state["net"]
+    assert net["log_std"].shape == (3,) and not torch.equal(net["log_std"], torch.zeros(3))
+    # The normalizers' statistics travel with the net: observations and discounted returns.
+    assert float(net["obs_rms.count"]) == pytest.approx(512, abs=1e-3)
+    assert float(net["reward_rms.count"]) == pytest.approx(512, abs=1e-3)
+    # A stopped run's checkpoint is the uninterrupted run's; resuming it twice gives one run.
+    train(dataclasses.replace(TINY_HOPPER, run_dir=str(part), max_frames=256))
+    ck = "checkpoints/ckpt-000000000256.pt"
+    assert_same(_payload(full / ck), _payload(part / ck))
+    shutil.copytree(part, twin)
+    for d in (part, twin):
+        assert train(dataclasses.replace(TINY_HOPPER, resume=str(d)))["frames"] == 512
+    end = "checkpoints/ckpt-000000000512.pt"
+    assert_same(_payload(part / end), _payload(twin / end))
+    # eval: the mean action (or a sample), clipped to the bounds.
+    config = __import__("json").loads((full / "config.json").read_text())
+    act, env_id, _ = eval_policy(config, ckpt, sample=True, seed=0)
+    a = act(np.random.default_rng(0).normal(0, 100, size=(64, 11)))
+    assert env_id == "Hopper-v5" and a.shape == (64, 3)
+    assert float(a.max()) <= 1.0 and float(a.min()) >= -1.0
+
+
+def _payload(path):
+    p = torch.load(path, weights_only=True)
+    state = dict(p["state"])
+    state.pop("clock")
+    counters = dict(state["counters"])
+    counters["acc"] = {k: v for k, v in counters["acc"].items() if not k.endswith("_s")}
+    state["counters"] = counters
+    return {"state": state, "rng": p["rng"]}
+
+
+def test_an_env_with_continuous_actions_defaults_to_the_mujoco_preset():
+    from rapidrl.algos.ppo.train import default_ppo_preset
+
+    assert default_ppo_preset(["--env", "rapidrl-test/Box-v0"]) == "mujoco"
+    assert default_ppo_preset(["--env=rapidrl-test/Box-v0", "--seed", "2"]) == "mujoco"
+    for argv in (
+        ["--env", "rapidrl-test/Box-v0", "--preset", "cartpole"],
+        ["--env", "rapidrl-test/Box-v0", "--resume", "runs/x"],
+        ["--env", "CartPole-v1"],
+        ["--env", "pong"],
+        ["--env", "no-such-env"],
+        [],
+    ):
+        assert default_ppo_preset(argv) == "lean", argv
