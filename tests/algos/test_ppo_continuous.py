@@ -212,7 +212,7 @@ TINY_HOPPER = dataclasses.replace(
 )
 
 
-def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path):
+def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys):
     pytest.importorskip("mujoco")
     full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
     s = train(dataclasses.replace(TINY_HOPPER, run_dir=str(full)))
@@ -240,6 +240,11 @@ def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path):
     a = act(np.random.default_rng(0).normal(0, 100, size=(64, 11)))
     assert env_id == "Hopper-v5" and a.shape == (64, 3)
     assert float(a.max()) <= 1.0 and float(a.min()) >= -1.0
+    # rapidrl eval plays it (the mean action); --epsilon has no meaning for torques.
+    assert cli.main(["eval", str(full), "--episodes", "2", "--max-steps", "30"]) == 0
+    assert "mean" in capsys.readouterr().out
+    assert cli.main(["eval", str(full), "--episodes", "1", "--epsilon", "0.1"]) == 2
+    assert "--epsilon mixes in random discrete actions" in capsys.readouterr().err
 
 
 def _payload(path):
@@ -266,3 +271,21 @@ def test_an_env_with_continuous_actions_defaults_to_the_mujoco_preset():
         [],
     ):
         assert default_ppo_preset(argv) == "lean", argv
+
+
+def test_env_benchmarks_step_continuous_action_spaces():
+    """bench envs and the autotuner step any env with random actions of its own space."""
+    pytest.importorskip("mujoco")
+    from rapidrl.bench.envs import measure
+    from rapidrl.vector.autotune import Layout, measure_layout, random_actions
+
+    rng = np.random.default_rng(0)
+    box = gym.spaces.Box(np.array([-1.0, 0.0]), np.array([1.0, 3.0]), dtype=np.float32)
+    a = random_actions(box, rng, 500)
+    assert a.shape == (500, 2) and a.dtype == np.float32
+    assert (a >= box.low).all() and (a <= box.high).all() and a[:, 1].max() > 1.0
+    assert random_actions(gym.spaces.Discrete(4), rng, 3).shape == (3,)
+    rec = measure_layout("Hopper-v5", Layout("serial", 2), seconds=0.2, warmup=0.05)
+    assert rec["steps_per_s"] > 0
+    rec = measure("Hopper-v5", Layout("ceiling", 1), seconds=0.2, warmup=0.05)
+    assert rec["steps_per_s"] > 0

@@ -258,7 +258,15 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     rng = np.random.default_rng(cfg.seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # batch-1 acting: more threads only add contention
-    n_actions = int(env.action_space.n)
+    continuous = not hasattr(env.action_space, "n")  # a Box: the policy's actions as they are
+    if continuous and cfg.epsilon > 0:
+        env.close()
+        torch.set_num_threads(threads)
+        raise ConfigError(
+            f"--epsilon mixes in random discrete actions; {env_id} has continuous actions: drop "
+            "--epsilon (--sample draws them from the Gaussian policy)"
+        )
+    n_actions = None if continuous else int(env.action_space.n)
     fps = cfg.video_fps
     if fps is None:
         base = (env.metadata or {}).get("render_fps") or 30
@@ -280,7 +288,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
                 if rng.random() < cfg.epsilon:
                     action = int(rng.integers(n_actions))
                 else:
-                    action = int(act(np.asarray(obs)[None])[0])
+                    action = act(np.asarray(obs)[None])[0]
+                    action = action if continuous else int(action)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 score += float(reward)
                 steps += 1

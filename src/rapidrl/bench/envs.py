@@ -29,6 +29,7 @@ from rapidrl.vector.autotune import (
     fastest,
     layout_record,
     measure_layout,
+    random_actions,
     save_choice,
     step_until,
     summarize,
@@ -104,13 +105,13 @@ def _bare_loop(env_id: str, seconds: float, warmup: float, seed: int, out) -> No
 
     env = make_env(env_id)
     rng = np.random.default_rng(seed)
-    n_actions = env.action_space.n
     env.reset(seed=seed)
 
     def run(deadline: float) -> int:
         steps = 0
         while time.perf_counter() < deadline:
-            _, _, terminated, truncated, _ = env.step(int(rng.integers(n_actions)))
+            action = random_actions(env.action_space, rng, 1)[0]
+            _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
             steps += 1

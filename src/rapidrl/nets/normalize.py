@@ -87,14 +87,30 @@ class RunningMeanStd(nn.Module):
         the same operations in the same order, so the same values bit for bit."""
         mean = self.mean.to(torch.float32)
         std = (self.var + self.eps).sqrt().to(torch.float32)
+        if (
+            x.dim() == 4
+            and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last)
+        ):
+            # The statistics in the frames' own layout: broadcast across layouts, the
+            # element-wise loops are strided (a replay batch of 256 x [2, 52, 52] channels-last
+            # took 4.4 ms instead of 0.9 on a 2-core Zen 3); the same values either way.
+            mean = mean.unsqueeze(0).contiguous(memory_format=torch.channels_last)
+            std = std.unsqueeze(0).contiguous(memory_format=torch.channels_last)
         rows_of = x if x.dim() else x.reshape(1)  # a 0-d tensor as one row
         out = torch.empty_like(rows_of, dtype=dtype)
         rows = max(1, 2**19 // max(1, rows_of[0].numel()))
         for i in range(0, rows_of.shape[0], rows):
-            y = rows_of[i : i + rows].to(torch.float32, copy=True).sub_(mean).div_(std)
+            if dtype == torch.float32:  # in place in the output: no chunk-sized temporary
+                y = out[i : i + rows]
+                y.copy_(rows_of[i : i + rows])
+            else:
+                y = rows_of[i : i + rows].to(torch.float32, copy=True)
+            y.sub_(mean).div_(std)
             if self.clip is not None:
                 y.clamp_(-self.clip, self.clip)
-            out[i : i + rows] = y
+            if dtype != torch.float32:
+                out[i : i + rows] = y
         return out.reshape(x.shape)
 
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:

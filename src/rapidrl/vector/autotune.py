@@ -166,12 +166,21 @@ def layout_record(
     }
 
 
+def random_actions(space: Any, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` uniformly random actions of a single env's action space: ``Discrete`` (``[n]``
+    int64) or a bounded ``Box`` (``[n, *shape]`` in its dtype, e.g. MuJoCo's torques)."""
+    if hasattr(space, "n"):
+        return rng.integers(0, int(space.n), size=n)
+    low, high = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
+    return rng.uniform(low, high, size=(n, *space.shape)).astype(space.dtype)
+
+
 def step_until(venv: Any, num_envs: int, rng: np.random.Generator, deadline: float) -> int:
     """Step every env of a synchronous vector env with random actions until ``deadline``
     (``time.perf_counter``); the agent steps taken."""
-    n_actions, steps = venv.single_action_space.n, 0
+    space, steps = venv.single_action_space, 0
     while time.perf_counter() < deadline:
-        venv.step(rng.integers(0, n_actions, size=num_envs))
+        venv.step(random_actions(space, rng, num_envs))
         steps += num_envs
     return steps
 
@@ -207,7 +216,7 @@ def measure_layout(
         kwargs["spin"] = layout.spin
     venv = make_vec(env_id, layout.num_envs, backend=layout.backend, **kwargs)
     try:
-        n_actions = venv.single_action_space.n
+        space = venv.single_action_space
         venv.reset(seed=seed)
         build_s = time.perf_counter() - t_build
         ids = np.arange(layout.num_envs)
@@ -219,7 +228,7 @@ def measure_layout(
                 return step_until(venv, layout.num_envs, rng, deadline)
             steps = 0
             while time.perf_counter() < deadline:  # first-ready batches: send to the last ids
-                venv.send(rng.integers(0, n_actions, size=len(ids)), ids)
+                venv.send(random_actions(space, rng, len(ids)), ids)
                 *_, ids = venv.recv()
                 steps += len(ids)
             return steps
