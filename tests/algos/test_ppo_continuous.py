@@ -20,7 +20,7 @@ from rapidrl.algos.ppo.train import eval_policy, train
 from rapidrl.nets.normalize import RunningMeanStd, scale_rewards
 from rapidrl.train import load_latest, read_metrics
 from rapidrl.train.rollout import VectorRollout
-from rapidrl.train.testing import assert_same
+from rapidrl.train.testing import assert_same, rollout_ckpt_payload
 from rapidrl.vector import make_vec
 from rapidrl.vector.testing import assert_trajectories_equal, collect_trajectories
 
@@ -228,12 +228,12 @@ def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys
     # A stopped run's checkpoint is the uninterrupted run's; resuming it twice gives one run.
     train(dataclasses.replace(TINY_HOPPER, run_dir=str(part), max_frames=256))
     ck = "checkpoints/ckpt-000000000256.pt"
-    assert_same(_payload(full / ck), _payload(part / ck))
+    assert_same(rollout_ckpt_payload(full / ck), rollout_ckpt_payload(part / ck))
     shutil.copytree(part, twin)
     for d in (part, twin):
         assert train(dataclasses.replace(TINY_HOPPER, resume=str(d)))["frames"] == 512
     end = "checkpoints/ckpt-000000000512.pt"
-    assert_same(_payload(part / end), _payload(twin / end))
+    assert_same(rollout_ckpt_payload(part / end), rollout_ckpt_payload(twin / end))
     # eval: the mean action (or a sample), clipped to the bounds.
     config = __import__("json").loads((full / "config.json").read_text())
     act, env_id, _ = eval_policy(config, ckpt, sample=True, seed=0)
@@ -245,16 +245,6 @@ def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys
     assert "mean" in capsys.readouterr().out
     assert cli.main(["eval", str(full), "--episodes", "1", "--epsilon", "0.1"]) == 2
     assert "--epsilon mixes in random discrete actions" in capsys.readouterr().err
-
-
-def _payload(path):
-    p = torch.load(path, weights_only=True)
-    state = dict(p["state"])
-    state.pop("clock")
-    counters = dict(state["counters"])
-    counters["acc"] = {k: v for k, v in counters["acc"].items() if not k.endswith("_s")}
-    state["counters"] = counters
-    return {"state": state, "rng": p["rng"]}
 
 
 def test_an_env_with_continuous_actions_defaults_to_the_mujoco_preset():

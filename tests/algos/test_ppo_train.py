@@ -37,6 +37,7 @@ from rapidrl.nets.compiled import cpp_compiler
 from rapidrl.nets.recurrent import RecurrentActorCritic
 from rapidrl.train import config_from_dict, load_latest, read_metrics
 from rapidrl.train.testing import assert_same
+from rapidrl.train.testing import rollout_ckpt_payload as ckpt_payload
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "policy_loss")
 COLUMNS += ("value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr")
@@ -73,17 +74,6 @@ def rows_of(run_dir):
 def strip_time(rows):
     drop = ("seconds", "fps", "rollout_s", "update_s")
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
-
-
-def ckpt_payload(path):
-    """A checkpoint's deterministic content: state minus wall-clock parts, and the RNGs."""
-    p = torch.load(path, weights_only=True)
-    state = dict(p["state"])
-    state.pop("clock")
-    counters = dict(state["counters"])
-    counters["acc"] = {k: v for k, v in counters["acc"].items() if not k.endswith("_s")}
-    state["counters"] = counters
-    return {"state": state, "rng": p["rng"]}
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from rapidrl.algos.pqn.learner import epsilon_at, lr_at, make_pqn_network, q_lam
 from rapidrl.algos.pqn.train import train
 from rapidrl.train import load_latest, read_metrics
 from rapidrl.train.testing import assert_same
+from rapidrl.train.testing import rollout_ckpt_payload as ckpt_payload
 
 COLUMNS = ("frames", "seconds", "fps", "episodes", "return_mean_100", "length_mean_100")
 COLUMNS += ("return_best_mean_100", "td_loss", "q_mean", "epsilon", "lr", "steps", "updates")
@@ -57,17 +58,6 @@ def rows_of(run_dir):
 def strip_time(rows):
     drop = ("seconds", "fps", "rollout_s", "update_s")
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
-
-
-def ckpt_payload(path):
-    """A checkpoint's deterministic content: state minus wall-clock parts, and the RNGs."""
-    p = torch.load(path, weights_only=True)
-    state = dict(p["state"])
-    state.pop("clock")
-    counters = dict(state["counters"])
-    counters["acc"] = {k: v for k, v in counters["acc"].items() if not k.endswith("_s")}
-    state["counters"] = counters
-    return {"state": state, "rng": p["rng"]}
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,3 +27,16 @@ def assert_same(a, b, where: str = "state") -> None:
         assert isinstance(b, float) and math.isnan(b), where
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def rollout_ckpt_payload(path) -> dict:
+    """A PPO / PQN checkpoint's deterministic content: the state minus its wall-clock parts (the
+    clock, the accumulated ``*_s`` seconds), and the RNG states; compare two with
+    :func:`assert_same`."""
+    p = torch.load(path, weights_only=True)
+    state = dict(p["state"])
+    state.pop("clock")
+    counters = dict(state["counters"])
+    counters["acc"] = {k: v for k, v in counters["acc"].items() if not k.endswith("_s")}
+    state["counters"] = counters
+    return {"state": state, "rng": p["rng"]}
