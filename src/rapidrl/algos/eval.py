@@ -255,18 +255,17 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     if cfg.video:
         options["render_mode"] = "rgb_array"
     env = make_env(env_id, **options)
-    rng = np.random.default_rng(cfg.seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # batch-1 acting: more threads only add contention
     continuous = not hasattr(env.action_space, "n")  # a Box: the policy's actions as they are
     if continuous and cfg.epsilon > 0:
         env.close()
-        torch.set_num_threads(threads)
         raise ConfigError(
             f"--epsilon mixes in random discrete actions; {env_id} has continuous actions: drop "
             "--epsilon (--sample draws them from the Gaussian policy)"
         )
     n_actions = None if continuous else int(env.action_space.n)
+    rng = np.random.default_rng(cfg.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batch-1 acting: more threads only add contention
     fps = cfg.video_fps
     if fps is None:
         base = (env.metadata or {}).get("render_fps") or 30
