@@ -17,6 +17,7 @@ from rapidrl.nets.torso import (
     make_torso,
     native_bf16,
     resolve_precision,
+    to_channels_last,
     use_precision,
 )
 from rapidrl.train import list_checkpoints
@@ -247,3 +248,35 @@ def test_dqn_obs_size_reaches_the_env_and_the_replay(tmp_path):
     ckpt = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
     with np.load(str(ckpt).replace(".pt", ".npz")) as z:
         assert z["frames"].shape[-2:] == (64, 64)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(3, 2, 5, 7), (2, 4, 6, 6), (1, 1, 4, 4), (2, 3, 5, 5), (2, 8, 3, 3), (160, 2, 52, 52)],
+)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_to_channels_last_equals_torch_layout_change(shape, dtype):
+    # Every byte value, 255 (whose shift into the top byte wraps negative) included, in every
+    # channel; (160, 2, 52, 52) spans two of the packed path's chunks when the chunk is small.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, shape, generator=g, dtype=torch.int64).to(dtype)
+    x[0, :, 0, 0] = 255
+    ref = x.contiguous(memory_format=torch.channels_last)
+    got = to_channels_last(x)
+    assert torch.equal(got, ref) and got.dtype == dtype
+    assert got.stride() == ref.stride() and got.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(got, x)  # the values, in the new layout
+
+
+def test_to_channels_last_chunks_and_views(monkeypatch):
+    import rapidrl.nets.torso as torso
+
+    monkeypatch.setattr(torso, "_PACK_CHUNK_BYTES", 3 * 2 * 4 * 4)  # 3 rows a chunk
+    x = torch.randint(0, 256, (10, 2, 4, 4), dtype=torch.uint8)
+    assert torch.equal(to_channels_last(x), x)
+    view = torch.randint(0, 256, (10, 4, 6, 5), dtype=torch.uint8)[:, :, 1:5]  # not contiguous
+    assert torch.equal(to_channels_last(view), view)
+    already = x.contiguous(memory_format=torch.channels_last)
+    assert to_channels_last(already) is already
+    flat = torch.zeros(3, 4)
+    assert to_channels_last(flat) is flat

@@ -27,7 +27,7 @@ from rapidrl.nets.distributions import (
     gaussian_logprob,
 )
 from rapidrl.nets.normalize import NormalizedActorCritic
-from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso
+from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso, to_channels_last
 
 __all__ = ["ActorCritic", "FFActOutput", "FFEvalOutput", "orthogonal_init"]
 
@@ -146,7 +146,7 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         if self.channels_last and obs.dim() == 4:
             # The layout first, while the frames are uint8 (a quarter of the bytes): the
             # normalization keeps it.
-            obs = obs.contiguous(memory_format=torch.channels_last)
+            obs = to_channels_last(obs)
         return self.normalize_obs(obs, dtype)
 
     def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

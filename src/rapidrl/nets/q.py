@@ -16,7 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from rapidrl.nets.normalize import NormalizedInput
-from rapidrl.nets.torso import NATURE_CHANNELS, ConvTorso, make_torso, use_precision
+from rapidrl.nets.torso import (
+    NATURE_CHANNELS,
+    ConvTorso,
+    make_torso,
+    to_channels_last,
+    use_precision,
+)
 
 __all__ = ["NoisyLinear", "QNetwork"]
 
@@ -181,7 +187,7 @@ class QNetwork(NormalizedInput, nn.Module):
         if self.channels_last and obs.dim() == 4:
             # The layout first, while the frames are uint8 (a quarter of the bytes): the
             # normalization keeps it.
-            obs = obs.contiguous(memory_format=torch.channels_last)
+            obs = to_channels_last(obs)
         return self.normalize_obs(obs)
 
     def _logits(self, obs: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -218,8 +219,45 @@ def make_torso(
     raise ValueError(f"no torso for observation shape {obs_shape}; expected [C, H, W] or [D]")
 
 
+# 8-bit frame stacks of C channels are interleaved through integers of C bytes (little-endian:
+# channel c is byte c of an element); the chunks keep the integer temporaries in cache.
+_PACKED = {2: torch.int16, 4: torch.int32}
+_PACK_CHUNK_BYTES = 2**21
+
+
+def to_channels_last(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in ``torch.channels_last`` memory format (the same values; ``x`` itself when it
+    already is). A uint8 stack of 2 or 4 frames on CPU is interleaved as 16- or 32-bit integers,
+    one frame per byte: torch's own strided copy moves one byte at a time (a replay batch of
+    256 x [2, 52, 52]: 1.5-1.7 ms against 0.2 on a 2-core Zen 3; 64 x [4, 84, 84]: 1.2-1.5
+    against 0.6)."""
+    if x.dim() != 4 or x.is_contiguous(memory_format=torch.channels_last):
+        return x
+    n, c, h, w = x.shape
+    wide = _PACKED.get(c)
+    if (
+        wide is None
+        or x.dtype != torch.uint8
+        or x.device.type != "cpu"
+        or sys.byteorder != "little"
+        or not x.is_contiguous()
+    ):
+        return x.contiguous(memory_format=torch.channels_last)
+    out = torch.empty((n, h, w, c), dtype=torch.uint8)  # [N, H, W, C]
+    packed = out.view(n, h * w * c).view(wide)  # [N, H*W]: one integer a pixel
+    planes = x.view(n, c, h * w)
+    rows = max(1, _PACK_CHUNK_BYTES // (c * h * w))
+    for i in range(0, n, rows):
+        src, dst = planes[i : i + rows], packed[i : i + rows]
+        dst.copy_(src[:, 0])  # byte 0; the others are zero until OR-ed in
+        for k in range(1, c):
+            # The top byte's shift wraps to a negative integer: the bits are what count.
+            dst |= src[:, k].to(wide) << (8 * k)
+    return out.permute(0, 3, 1, 2)
+
+
 def _input_to_channels_last(module: nn.Module, args: tuple) -> tuple:
-    return (args[0].contiguous(memory_format=torch.channels_last), *args[1:])
+    return (to_channels_last(args[0]), *args[1:])
 
 
 def use_channels_last(torso: nn.Module) -> nn.Module:
