@@ -616,8 +616,6 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return value
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _convert(args[0], value, where)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -696,6 +694,11 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, _where: str = "")
     missing keys take the field's default (a config written before the field existed), or the
     value ``cls.FORMER_DEFAULTS`` gives for it: what such a config meant, where a new field's
     default changed the behaviour (a resumed run must go on as it ran).
+
+    Ours rather than a library's: tried on the same cases, cattrs 26.2 coerces (``1.5`` -> ``1``
+    and ``True`` -> ``1`` for an int, ``"2"`` -> ``2.0`` for a float) and dacite 1.9 takes
+    ``True`` for an int, keeps an int in a ``tuple[int, float]``, and names no field for an
+    unknown nested key or enum value; every error here names its field's path.
     """
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"{cls!r} is not a dataclass type")
