@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -245,6 +247,38 @@ def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys
     assert "mean" in capsys.readouterr().out
     assert cli.main(["eval", str(full), "--episodes", "1", "--epsilon", "0.1"]) == 2
     assert "--epsilon mixes in random discrete actions" in capsys.readouterr().err
+    # --video: an mp4 where MuJoCo can render (an OpenGL library), else a clear error naming
+    # the fix, before any episode. Both in their own processes: a second MuJoCo renderer after
+    # a failed one aborts its process (as a user's one `rapidrl eval` never meets).
+    video = tmp_path / "hopper.mp4"
+    eval_cmd = [sys.executable, "-m", "rapidrl.cli", "eval", str(full), "--episodes", "1"]
+    eval_cmd += ["--max-steps", "30", "--video", str(video)]
+    done = subprocess.run(eval_cmd, capture_output=True, text=True, timeout=300)
+    if _mujoco_renders():
+        import cv2
+
+        cap = cv2.VideoCapture(str(video))
+        frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        cap.release()
+        assert done.returncode == 0 and frames == 31, done.stderr  # a frame a step, and the last
+    else:
+        assert done.returncode == 2 and not video.exists(), done.stderr
+        assert "--video: Hopper-v5 cannot render on this machine" in done.stderr
+        assert "MUJOCO_GL" in done.stderr
+
+
+def _mujoco_renders() -> bool:
+    """Whether gymnasium's Hopper-v5 renders a frame on this machine (asked in a fresh process)."""
+    code = (
+        "import gymnasium as gym\n"
+        "env = gym.make('Hopper-v5', render_mode='rgb_array')\n"
+        "env.reset(seed=0)\n"
+        "assert env.render() is not None\n"
+    )
+    return (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode
+        == 0
+    )
 
 
 def test_an_env_with_continuous_actions_defaults_to_the_mujoco_preset():

@@ -263,6 +263,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             "--epsilon (--sample draws them from the Gaussian policy)"
         )
     n_actions = None if continuous else int(env.action_space.n)
+    if cfg.video:
+        _check_render(env, env_id)
     rng = np.random.default_rng(cfg.seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # batch-1 acting: more threads only add contention
@@ -327,6 +329,34 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.json).write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _check_render(env: Any, env_id: str) -> None:
+    """Render one frame before any episode: an env that cannot render here (MuJoCo without an
+    OpenGL library) is a ConfigError naming the fix, not a traceback from deep in its renderer
+    after the first episode started. The env is closed on the way out."""
+    try:
+        env.reset(seed=0)  # every episode resets with its own seed afterwards
+        env.render()
+    except Exception as exc:  # noqa: BLE001 - any renderer failure: the message says why
+        try:
+            why = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - some GL errors cannot print themselves
+            why = type(exc).__name__
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a renderer that failed to start may fail to close
+            pass
+        hint = "drop --video"
+        if "mujoco" in type(env.unwrapped).__module__:
+            hint = (
+                "MuJoCo renders offscreen through EGL (a GPU driver's libEGL; MUJOCO_GL=egl) or "
+                "OSMesa (apt install libosmesa6; MUJOCO_GL=osmesa): install one and set "
+                "MUJOCO_GL, or drop --video"
+            )
+        raise ConfigError(
+            f"--video: {env_id} cannot render on this machine ({why}); {hint}"
+        ) from exc
 
 
 def _write_frame(writer, frame: np.ndarray | None, path: str, fps: float):
