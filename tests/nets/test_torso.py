@@ -257,7 +257,7 @@ def test_dqn_obs_size_reaches_the_env_and_the_replay(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_to_channels_last_equals_torch_layout_change(shape, dtype):
     # Every byte value, 255 (whose shift into the top byte wraps negative) included, in every
-    # channel; (160, 2, 52, 52) spans two of the packed path's chunks when the chunk is small.
+    # channel; (160, 2, 52, 52) is a replay-sized batch (chunking: the test below).
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, shape, generator=g, dtype=torch.int64).to(dtype)
     x[0, :, 0, 0] = 255
