@@ -63,3 +63,34 @@ def test_learning_curve_png(tmp_path):
     png = plot_learning_curve(tmp_path, stop_at_score=18)
     assert png == tmp_path / "learning_curve.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_save_png_is_a_palette_png_of_the_same_picture(tmp_path):
+    """The figure's own RGBA rendering and the palette file: same size, nearly the same pixels
+    (a 256-colour line plot loses only antialiasing shades), and a smaller file."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from rapidrl.train.plots import save_png
+
+    fig = Figure(figsize=(6, 3))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = np.linspace(0, 10, 400)
+    for k in range(6):
+        ax.plot(xs, np.sin(xs + k), label=f"seed {k}")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    rgba_png = tmp_path / "rgba.png"
+    fig.savefig(rgba_png, format="png", dpi=80)
+    out = save_png(fig, tmp_path / "sub" / "pal.png", dpi=80)
+    assert out == tmp_path / "sub" / "pal.png"
+    with Image.open(rgba_png) as a, Image.open(out) as b:
+        assert b.mode == "P" and b.size == a.size
+        ref = np.asarray(a.convert("RGB"), dtype=np.int16)
+        got = np.asarray(b.convert("RGB"), dtype=np.int16)
+    diff = np.abs(ref - got)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99) <= 16, (diff.mean(), diff.max())
+    assert out.stat().st_size < rgba_png.stat().st_size

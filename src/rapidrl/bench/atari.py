@@ -65,6 +65,7 @@ from rapidrl.train.launch import (
     trainer_argv,
 )
 from rapidrl.train.lock import RunLock
+from rapidrl.train.plots import save_png
 
 __all__ = [
     "ATARI_SUBSET_HUMAN_RANDOM",
@@ -837,8 +838,10 @@ def plot_games(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path) ->
             ax_f.legend(loc="best", fontsize=7)
         fig.suptitle(game)
         fig.tight_layout()
-        fig.savefig(out / f"curves-{game}.png", dpi=90)
-        plt.close(fig)
+        try:
+            save_png(fig, out / f"curves-{game}.png", dpi=90)
+        finally:
+            plt.close(fig)
 
 
 def write_results(

@@ -310,6 +310,8 @@ def plot(rows: list[dict[str, Any]], path: str, env_id: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from rapidrl.train.plots import save_png
+
     fig, ax = plt.subplots(figsize=(8, 5))
     best_per_backend: dict[str, dict[int, float]] = {}
     for r in rows:
@@ -328,8 +330,10 @@ def plot(rows: list[dict[str, Any]], path: str, env_id: str) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        save_png(fig, path, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 def verify_autotune(

@@ -48,6 +48,7 @@ from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 from rapidrl.train.launch import read_curve, split_extra
 from rapidrl.train.lock import RunLock
+from rapidrl.train.plots import save_png
 
 __all__ = [
     "BenchSolveConfig",
@@ -250,8 +251,10 @@ def plot_runs(records: list[dict[str, Any]], png: Path, title: str, stop: float 
         ax_f.legend(loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(png, dpi=90)
-    plt.close(fig)
+    try:
+        save_png(fig, png, dpi=90)
+    finally:
+        plt.close(fig)
 
 
 def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[str] = ()) -> dict:

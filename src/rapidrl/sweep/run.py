@@ -569,7 +569,7 @@ def _plot(spec: SweepSpec, result: dict[str, Any], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rapidrl.train.run import atomic_write
+    from rapidrl.train.plots import save_png  # imports torch: not before it is needed
 
     rows = [r for r in result["trials"] if r["score"] is not None]
     keys = list(spec.space)
@@ -586,7 +586,7 @@ def _plot(spec: SweepSpec, result: dict[str, Any], png: Path) -> None:
     fig.suptitle(f"sweep {spec.name}")
     fig.tight_layout()
     try:
-        atomic_write(png, lambda f: fig.savefig(f, format="png", dpi=90), "the sweep's plot")
+        save_png(fig, png, dpi=90, what="the sweep's plot")
     finally:
         plt.close(fig)
 
