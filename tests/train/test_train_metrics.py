@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 
 import numpy as np
@@ -103,6 +104,25 @@ def test_resume_truncates_rows_after_checkpoint(tmp_path):
     with MetricsLogger(path) as log:
         log.log(1, {})
     assert [r["frames"] for r in read_metrics(path)[1]] == ["1"]
+
+
+def test_read_metrics_reads_a_gzipped_record_where_the_csv_is_gone(tmp_path):
+    """docs/results keeps metrics.csv gzipped: the readers (curves, milestones) find it."""
+    from rapidrl.train.launch import read_curve
+
+    path = tmp_path / "metrics.csv"
+    with MetricsLogger(path) as log:
+        for f in range(1, 4):
+            log.log(f * 100, {"seconds": 60.0 * f, "return_mean_100": -21 + f})
+    plain = read_metrics(path)
+    curve = read_curve(tmp_path)
+    assert curve == [(1.0, 100.0, -20.0), (2.0, 200.0, -19.0), (3.0, 300.0, -18.0)]
+    (tmp_path / "metrics.csv.gz").write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+    assert read_metrics(path) == plain
+    assert read_curve(tmp_path) == curve
+    (tmp_path / "metrics.csv.gz").unlink()
+    assert read_metrics(path) == ([], []) and read_curve(tmp_path) == []
 
 
 def test_tensorboard_tags(tmp_path):

@@ -224,10 +224,7 @@ def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[flo
     """``(minutes, frames, value)`` of every metrics row of the run with a finite ``column``."""
     from rapidrl.train.metrics import read_metrics
 
-    path = Path(run_dir) / "metrics.csv"
-    if not path.exists():
-        return []
-    _, rows = read_metrics(str(path))
+    _, rows = read_metrics(Path(run_dir) / "metrics.csv")  # or metrics.csv.gz (a kept record)
     out = []
     for row in rows:
         try:
@@ -245,9 +242,7 @@ def time_split(metrics_csv: Path) -> dict[str, float]:
     ``{"mean_rollout_s": ..., "mean_update_s": ...}``, what the run logged of them."""
     from rapidrl.train.metrics import read_metrics
 
-    if not Path(metrics_csv).exists():
-        return {}
-    _, rows = read_metrics(str(metrics_csv))
+    _, rows = read_metrics(metrics_csv)  # none: {}; metrics.csv.gz where that is all there is
     out = {}
     for key in ("rollout_s", "update_s"):
         vals = [float(r[key]) for r in rows if r.get(key) not in (None, "", "nan")]

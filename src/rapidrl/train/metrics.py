@@ -19,6 +19,7 @@ containing ``loss`` go under ``losses/`` and all others under ``charts/``
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 import os
@@ -211,11 +212,17 @@ def _tag(key: str) -> str:
 
 def read_metrics(path: str | os.PathLike) -> tuple[list[str], list[dict[str, str]]]:
     """(header, rows as str dicts) of a metrics CSV; ([], []) if it does not exist or is empty.
-    A last line without its newline (a row being written now, or torn by a crash) is left out."""
+    A last line without its newline (a row being written now, or torn by a crash) is left out.
+    Where only ``PATH.gz`` exists (a record kept gzipped, as docs/results keeps them), that is
+    read instead."""
     path = Path(path)
-    if not path.exists():
+    gz = path.with_name(path.name + ".gz")
+    if path.exists():
+        text = path.read_text(encoding="utf-8", errors="replace")
+    elif gz.exists():
+        text = gzip.decompress(gz.read_bytes()).decode("utf-8", errors="replace")
+    else:
         return [], []
-    text = path.read_text(encoding="utf-8", errors="replace")
     if not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     reader = csv.DictReader(io.StringIO(text, newline=""))
