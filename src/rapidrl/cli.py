@@ -14,6 +14,7 @@ commands:
   train ppo      PPO (--preset lean|ppo|fast|cartpole; default lean)
   train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)
   train pqn      PQN: online Q(lambda), no replay, no target net (--preset fast|pqn|cartpole)
+  train sac      SAC for continuous actions (MuJoCo): twin critics, tuned temperature
   eval RUN_DIR   play a trained agent: scores, optional --video out.mp4
   bench envs     steps/s of every vector backend and layout vs gymnasium's and ale_py's
                  (--autotune stores the fastest layout for backend='auto')
@@ -67,6 +68,7 @@ COMMANDS: dict[tuple[str, ...], Callable[[Sequence[str]], int]] = {
     ("train", "ppo"): _lazy("rapidrl.algos.ppo.train:main_ppo"),
     ("train", "ppo-lstm"): _lazy("rapidrl.algos.ppo.train:main_ppo_lstm"),
     ("train", "pqn"): _lazy("rapidrl.algos.pqn.train:main_pqn"),
+    ("train", "sac"): _lazy("rapidrl.algos.sac.train:main_sac"),
     ("eval",): _lazy("rapidrl.algos.eval:main"),
     ("bench", "envs"): _bench_envs,
     ("bench", "solve"): _lazy("rapidrl.bench.solve:main"),

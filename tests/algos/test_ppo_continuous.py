@@ -138,6 +138,7 @@ class _SpaceEnv(gym.Env):
 _SPACES = {
     "MultiDiscrete": gym.spaces.MultiDiscrete([2, 3]),
     "Dict": gym.spaces.Dict({"a": gym.spaces.Discrete(2)}),
+    "Discrete": gym.spaces.Discrete(3),
     "Unbounded": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
     "Box2D": gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32),
     "Box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
@@ -153,10 +154,13 @@ for _name, _space in _SPACES.items():
         ("ppo", "Dict", "supported: Discrete or a bounded 1-D Box"),
         ("ppo", "Unbounded", "is unbounded"),
         ("ppo", "Box2D", "is not one-dimensional"),
-        ("ppo-lstm", "Box", "`rapidrl train ppo` takes them (its local loop, feed-forward)"),
-        ("dqn", "Box", "`rapidrl train ppo` takes them"),
-        ("pqn", "Box", "`rapidrl train ppo` takes them"),
+        ("ppo-lstm", "Box", "`rapidrl train ppo` (its local loop, feed-forward) and `rapidrl"),
+        ("dqn", "Box", "and `rapidrl train sac` take them"),
+        ("pqn", "Box", "and `rapidrl train sac` take them"),
         ("dqn", "MultiDiscrete", "not supported; supported: Discrete"),
+        ("sac", "Discrete", "SAC needs continuous actions (a bounded 1-D Box)"),
+        ("sac", "MultiDiscrete", "not supported; supported: a bounded 1-D Box"),
+        ("sac", "Unbounded", "is unbounded"),
     ],
 )
 def test_unsupported_action_spaces_are_refused_by_name(

@@ -259,8 +259,8 @@ def test_bench_solve_and_atari_take_config(tmp_path, monkeypatch, capsys):
     assert cli.main(["bench", "solve", "--config", bad]) == 2
     err = capsys.readouterr().err
     assert "rapidrl: error: --config" in err and "unknown field 'seed' (did you mean seeds?)" in err
-    assert cli.main(["bench", "solve", "--config", _write(tmp_path, "a.yaml", "algo: sac\n")]) == 2
-    assert "field algo: 'sac' is not one of" in capsys.readouterr().err
+    assert cli.main(["bench", "solve", "--config", _write(tmp_path, "a.yaml", "algo: td3\n")]) == 2
+    assert "field algo: 'td3' is not one of" in capsys.readouterr().err
     assert seen == {} and not (tmp_path / solve.BenchSolveConfig().out_dir).exists()
     # bench atari alike.
     path = _write(tmp_path, "suite.json", '{"games": "pong", "algos": "pqn:fast", "seeds": "1,2"}')

@@ -19,5 +19,7 @@ DEFAULT_PRESETS: dict[str, str] = {
     "dqn": "lean",
     "rainbow": "rainbow",
     "pqn": "fast",
+    # sac: CleanRL's sac_continuous_action.py settings, the only SAC recipe so far.
+    "sac": "sac",
 }
 ALGOS: tuple[str, ...] = tuple(DEFAULT_PRESETS)

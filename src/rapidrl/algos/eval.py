@@ -54,6 +54,7 @@ _LOADERS: dict[str, Callable | str] = {
     "dqn": "rapidrl.algos.dqn.train:eval_policy",
     "ppo": "rapidrl.algos.ppo.train:eval_policy",
     "pqn": "rapidrl.algos.pqn.train:eval_policy",
+    "sac": "rapidrl.algos.sac.train:eval_policy",
 }
 
 
@@ -90,17 +91,18 @@ def restore_for_eval(
     device: str,
     key: str = "net",
     continuous: bool = False,
+    discrete: bool = True,
 ) -> tuple[Any, Any, Any]:
     """``(cfg, env, net)`` of a loader: the run's config (``config_cls`` from its config.json
     dict), its probe env (``label`` names the algorithm in errors) and the network
     ``make_net(cfg, obs_shape, n_actions, device)`` on ``device`` with the checkpoint's weights
     (saved under ``key``; a clear CheckpointError when they do not fit), in eval mode.
     ``continuous``: the algorithm takes Box actions too (PPO): ``make_net`` then gets
-    ``continuous=True`` for an env that has them."""
+    ``continuous=True`` for an env that has them; ``discrete=False``: Box actions only (SAC)."""
     from rapidrl.train.loop import probe_env
 
     cfg = config_from_dict(config_cls, config)
-    env = probe_env(cfg, label, continuous=continuous)
+    env = probe_env(cfg, label, continuous=continuous, discrete=discrete)
     kwargs = {"continuous": True} if env.continuous else {}
     net = make_net(cfg, env.obs_shape, env.n_actions, device, **kwargs).to(device)
     ckpt.restore(**{key: net})

@@ -500,6 +500,11 @@ def trainer_config(algo: str, args: Sequence[str]) -> tuple[Any, tuple[str, ...]
         from rapidrl.algos.pqn.train import parse_pqn_args
 
         return parse_pqn_args(args), RESUME_IGNORE_FIELDS
+    if algo == "sac":
+        from rapidrl.algos.sac.learner import RESUME_IGNORE_FIELDS
+        from rapidrl.algos.sac.train import parse_sac_args
+
+        return parse_sac_args(args), RESUME_IGNORE_FIELDS
     raise ValueError(f"unknown trainer {algo!r}; known: {', '.join(ALGOS)}")
 
 

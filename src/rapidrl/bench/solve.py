@@ -66,7 +66,7 @@ class BenchSolveConfig:
     or a time budget; write the table (median and spread of minutes and frames to solve,
     frames/s, CPU) and one plot of all curves against wall time and frames."""
 
-    algo: Literal["ppo", "ppo-lstm", "dqn", "rainbow", "pqn"] = "ppo"
+    algo: Literal["ppo", "ppo-lstm", "dqn", "rainbow", "pqn", "sac"] = "ppo"
     """The trainer: rapidrl train ALGO."""
     preset: str | None = None
     """Its preset (--preset); None: the trainer's default (``rapidrl.algos.DEFAULT_PRESETS``:

@@ -110,6 +110,11 @@ def _trainer(algo: str) -> tuple[type, dict[str, Any], tuple[str, ...]]:
         from rapidrl.algos.pqn.learner import METRIC_COLUMNS
 
         return PQNConfig, PRESETS, (*KNOWN_COLUMNS, *METRIC_COLUMNS)
+    if algo == "sac":
+        from rapidrl.algos.sac.config import PRESETS, SACConfig
+        from rapidrl.algos.sac.learner import METRIC_COLUMNS
+
+        return SACConfig, PRESETS, (*KNOWN_COLUMNS, *METRIC_COLUMNS)
     from rapidrl.algos.dqn.config import PRESETS, DQNConfig
     from rapidrl.algos.dqn.learner import METRIC_COLUMNS
 

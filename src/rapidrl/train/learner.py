@@ -1,5 +1,5 @@
-"""What a learner that trains on rollouts (PPO, PQN) keeps beside its network and optimizer, and
-how it is checkpointed and restored, written once.
+"""What a learner that trains on rollouts (PPO, PQN) or on a replay of vector observations (SAC)
+keeps beside its network and optimizer, and how it is checkpointed and restored, written once.
 
 :class:`RolloutLearner` holds the action-sampling and minibatch generators, the counters
 (:class:`RolloutCounters`), the row/checkpoint cadences, the episode tracker and the run clock.
@@ -36,8 +36,9 @@ class RolloutCounters:
     checkpoint as the dict :meth:`state_dict` gives)."""
 
     steps: int = 0  # agent steps, all envs
-    updates: int = 0  # rollouts collected and trained on
+    updates: int = 0  # rollouts collected and trained on (SAC: critic steps)
     grad_steps: int = 0
+    pending: int = 0  # agent steps not yet trained on (SAC's replay ratio; 0 for rollouts)
     acc: dict[str, float] = dataclasses.field(default_factory=dict)  # sums since the last row
 
     def state_dict(self) -> dict[str, Any]:
@@ -45,12 +46,14 @@ class RolloutCounters:
             "steps": self.steps,
             "updates": self.updates,
             "grad_steps": self.grad_steps,
+            "pending": self.pending,
             "acc": copy.deepcopy(self.acc),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
         self.grad_steps = int(state["grad_steps"])
+        self.pending = int(state.get("pending", 0))  # checkpoints written before the field: 0
         self.acc = copy.deepcopy(state["acc"])
 
 
@@ -113,6 +116,7 @@ class RolloutLearner:
             self.act_gen.set_state(state.state["generators"]["act"])
             self.mb_gen.set_state(state.state["generators"]["minibatch"])
             state.restore_rng()
+            self.on_restore(state)
             print(f"resumed {run.path} at {self.frames:,} frames", file=sys.stderr)
         self.tracker.stop_at_score = stop_score
 
@@ -201,7 +205,16 @@ class RolloutLearner:
         (read before :meth:`metrics_row` resets the sums)."""
         raise NotImplementedError
 
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """More of a checkpoint than :meth:`checkpoint_state`, as ``Checkpointer.save`` keywords
+        (a replay's ``arrays``, NumPy generators ``np_rng``); none by default."""
+        return {}
+
+    def on_restore(self, state: Any) -> None:
+        """Restore what :meth:`checkpoint_state` and :meth:`checkpoint_extras` added, from the
+        checkpoint ``state`` being resumed (after everything else); nothing by default."""
+
     def save(self, frames: int) -> None:
         """An atomic checkpoint at ``frames``."""
         assert self.checkpointer is not None, "start() first"
-        self.checkpointer.save(frames, self.checkpoint_state())
+        self.checkpointer.save(frames, self.checkpoint_state(), **self.checkpoint_extras())

@@ -150,7 +150,7 @@ class EnvProbe:
         return tuple(self.obs_space.shape)
 
 
-def probe_env(cfg: Any, algo: str, *, continuous: bool = False) -> EnvProbe:
+def probe_env(cfg: Any, algo: str, *, continuous: bool = False, discrete: bool = True) -> EnvProbe:
     """Resolve ``cfg.env``, build one env with the config's options to read its spaces, close it.
     The action space must be ``Discrete``, or with ``continuous`` (the trainer takes them: PPO)
     also a bounded one-dimensional ``Box``; anything else is a ``ConfigError`` naming ``algo``
@@ -162,7 +162,9 @@ def probe_env(cfg: Any, algo: str, *, continuous: bool = False) -> EnvProbe:
     probe = make_env(cfg.env, **options)
     obs_space, act_space = probe.observation_space, probe.action_space
     probe.close()
-    n_actions, is_box = check_action_space(act_space, cfg.env, algo, continuous=continuous)
+    n_actions, is_box = check_action_space(
+        act_space, cfg.env, algo, continuous=continuous, discrete=discrete
+    )
     return EnvProbe(
         info=info,
         options=options,
@@ -175,21 +177,31 @@ def probe_env(cfg: Any, algo: str, *, continuous: bool = False) -> EnvProbe:
     )
 
 
-def check_action_space(space: Any, env_id: str, algo: str, *, continuous: bool) -> tuple[int, bool]:
+def check_action_space(
+    space: Any, env_id: str, algo: str, *, continuous: bool, discrete: bool = True
+) -> tuple[int, bool]:
     """``(n_actions, is_box)`` of an action space a trainer accepts: ``Discrete(n)`` ->
     ``(n, False)``; with ``continuous``, a bounded ``Box`` of shape ``(A,)`` -> ``(A, True)``.
     Anything else (multi-discrete, dict, unbounded or multi-dimensional boxes, or a box for a
-    discrete-only trainer): a ``ConfigError`` naming what is supported."""
+    discrete-only trainer, or a ``Discrete`` space for a trainer without ``discrete``: SAC): a
+    ``ConfigError`` naming what is supported."""
     import gymnasium as gym
 
     supported = "Discrete or a bounded 1-D Box (rapidrl train ppo)" if continuous else "Discrete"
+    if not discrete:
+        supported = "a bounded 1-D Box"
     if isinstance(space, gym.spaces.Discrete):
+        if not discrete:
+            raise ConfigError(
+                f"{algo} needs continuous actions (a bounded 1-D Box); {env_id} has discrete "
+                f"actions {space}: `rapidrl train dqn` or `rapidrl train ppo` take them"
+            )
         return int(space.n), False
     if isinstance(space, gym.spaces.Box):
         if not continuous:
             raise ConfigError(
                 f"{algo} needs a discrete action space; {env_id} has continuous actions "
-                f"{space}: `rapidrl train ppo` takes them (its local loop, feed-forward)"
+                f"{space}: `rapidrl train ppo` (its local loop, feed-forward) and `rapidrl train sac` take them"
             )
         if len(space.shape) != 1:
             raise ConfigError(

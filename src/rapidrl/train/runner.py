@@ -83,7 +83,9 @@ class Algorithm:
     grad_steps: bool = True
     """Whether summary.json counts gradient steps."""
     continuous: bool = False
-    """Whether the algorithm takes continuous (bounded ``Box``) actions besides discrete ones."""
+    """Whether the algorithm takes continuous (bounded ``Box``) actions."""
+    discrete: bool = True
+    """Whether it takes ``Discrete`` actions (SAC: no)."""
 
 
 def run_training(
@@ -106,7 +108,7 @@ def run_training(
         with num_threads(threads):
             seed_everything(cfg.seed)
             env = probe_env(
-                cfg, algo.label, continuous=algo.continuous
+                cfg, algo.label, continuous=algo.continuous, discrete=algo.discrete
             )  # spaces, options, frame skip, stop score
             lrn = algo.learner(cfg, env, device)
             # A resumed run is restored first: its envs restart from seeds that follow its step

@@ -40,8 +40,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from rapidrl.algos import DEFAULT_PRESETS
 from rapidrl.algos.dqn.config import PRESETS, DQNConfig
 from rapidrl.algos.dqn.learner import (
@@ -51,9 +49,9 @@ from rapidrl.algos.dqn.learner import (
     net_kwargs,
 )
 from rapidrl.algos.eval import greedy_actions, restore_for_eval
-from rapidrl.config import ConfigError
 from rapidrl.train.cli import parse_with_resume, run_from_cli
 from rapidrl.train.loop import cpu_count
+from rapidrl.train.replay_source import VectorSource
 from rapidrl.train.runner import Algorithm, run_training, started
 from rapidrl.train.session import LogEvent
 
@@ -123,69 +121,6 @@ def iterate(lrn: DQNLearner, source: VectorSource | ActorSource, session: Any) -
 # --------------------------------------------------------------------------------------------
 # Where the local loop's transitions come from
 # --------------------------------------------------------------------------------------------
-class VectorSource:
-    """Envs stepped by a vector env of this process (its workers, if any, step them while the
-    learner computes). Per-env state, so asynchronous backends (``recv`` returns the first-ready
-    subset) work: the observation each env last returned and the action it was last sent."""
-
-    def __init__(self, cfg: DQNConfig, options: dict[str, Any]):
-        from rapidrl.vector import LayoutError, make_vec
-
-        backend = cfg.backend
-        if backend == "auto" and cfg.num_envs == 1:
-            backend = "serial"
-        try:
-            self.envs = make_vec(
-                cfg.env, cfg.num_envs, backend, num_workers=cfg.num_workers, env_options=options
-            )
-        except LayoutError as exc:  # ours: a layout that does not fit; anything else is a bug
-            raise ConfigError(f"cannot build the vector env: {exc}") from exc
-        self.n = cfg.num_envs
-        self.pids: list[int | None] = []  # no actor processes
-
-    def reset(self, seed: int) -> None:
-        self.obs, _ = self.envs.reset(seed=seed)  # [N, ...]: every env waits for an action
-        self.env_ids = np.arange(self.n)
-        self.last_actions = np.zeros(self.n, np.int64)
-
-    def step(self, lrn: DQNLearner) -> tuple[int, dict[str, Any], float]:
-        """1. act on the waiting envs and send the actions; 2. run the due updates while the
-        envs step; 3. collect the step (where an episode ended, ``next_obs`` already holds the
-        next episode's first observation: the transition's is ``final_obs``) into the replay."""
-        envs, ids, obs = self.envs, self.env_ids, self.obs
-        eps = lrn.epsilon()
-        full = len(ids) == self.n  # synchronous: all envs, in order
-        actions = lrn.act(obs if full else obs[ids], eps)
-        self.last_actions[ids] = actions
-        envs.send(actions, ids)
-        lrn.learn(envs.batch_size)
-        next_obs, rewards, terminated, truncated, infos, ids = envs.recv()
-        real_next = next_obs
-        done = terminated | truncated
-        if done.any():
-            real_next = next_obs.copy()
-            real_next[done] = infos["final_obs"][done]
-        full = len(ids) == self.n
-        lrn.rb.add(
-            obs if full else obs[ids],
-            self.last_actions if full else self.last_actions[ids],
-            rewards,
-            terminated,
-            truncated,
-            real_next,
-            env_ids=None if full else ids,
-        )
-        if full:
-            self.obs = next_obs
-        else:
-            obs[ids] = next_obs
-        self.env_ids = ids
-        return len(ids), infos, eps
-
-    def close(self) -> None:
-        self.envs.close()
-
-
 class ActorSource:
     """Envs and an acting copy of the Q-network in actor processes
     (:mod:`rapidrl.algos.dqn.actor`): each step is one vector step of an actor, taken from its
