@@ -21,7 +21,7 @@ commands:
   bench solve    minutes and frames to solve a game, several seeds one after the other
   bench atari    a suite: games x algorithms x seeds at one budget, one table (local or Ray)
   bench profile  where one update's time goes: rollout (acting, envs), advantages, update;
-                 DQN/Rainbow: acting, envs, replay, each pass of the updates
+                 DQN/Rainbow/SAC: acting, envs, replay, each pass of the updates
   sweep SPEC     hyperparameter search on Ray Tune (Optuna, ASHA), seeds per trial
   envs           list the env ids and aliases rapidrl knows
 

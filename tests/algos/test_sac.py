@@ -90,6 +90,22 @@ def test_q_ensemble_equals_separate_mlps():
     assert all(float(layer.weight.grad[1].abs().sum()) > 0.0 for layer in q.layers)
 
 
+def test_bf16_autocast_gives_float32_outputs_close_to_fp32():
+    """--precision bf16 runs the matrix products in bf16; the nets hand float32 to the losses
+    (bf16 tolerances: 8 bits of mantissa)."""
+    torch.manual_seed(0)
+    q, actor = QEnsemble(4, 2, (32, 32)), SquashedGaussianActor(4, 2, (32,))
+    obs, act = torch.randn(64, 4), torch.rand(64, 2) * 2 - 1
+    with torch.no_grad():
+        ref_q, ref_mean = q(obs, act), actor.deterministic(obs)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got_q, got_mean = q(obs, act), actor.deterministic(obs)
+            _, logp = actor.sample(obs, torch.Generator().manual_seed(0))
+    assert got_q.dtype == got_mean.dtype == logp.dtype == torch.float32
+    torch.testing.assert_close(got_q, ref_q, rtol=0.05, atol=0.02)
+    torch.testing.assert_close(got_mean, ref_mean, rtol=0.05, atol=0.02)
+
+
 def test_ensemble_linear_initializes_like_nn_linear():
     torch.manual_seed(0)
     layer = EnsembleLinear(2, 100, 50).requires_grad_(False)
@@ -242,6 +258,17 @@ def test_a_tiny_pendulum_run_trains_evaluates_and_resumes_exactly(tmp_path, caps
     assert float(np.abs(a).max()) <= 2.0
     assert cli.main(["eval", str(full), "--episodes", "1", "--max-steps", "20"]) == 0
     assert "mean" in capsys.readouterr().out
+
+
+def test_a_bf16_run_trains(tmp_path):
+    cfg = dataclasses.replace(
+        TINY, precision="bf16", max_frames=240, save_replay=False, checkpoint_every_frames=None,
+        run_dir=str(tmp_path / "bf16"),
+    )  # fmt: skip
+    s = train(cfg)
+    assert s["updates"] == 140
+    late = [r for r in _rows(tmp_path / "bf16") if int(r["frames"]) > 120]
+    assert late and all(math.isfinite(float(r[k])) for r in late for k in ("q_loss", "actor_loss"))
 
 
 def test_resume_without_replay_refills_then_learns(tmp_path):

@@ -113,3 +113,22 @@ def test_profile_of_dqn_and_rainbow(tmp_path, monkeypatch, algo):
     for it in result["iterations"]:
         assert sum(it["phases"].values()) <= it["wall_s"] * 1.001
     assert "updates a block" in profile_module.format_table(result)
+
+
+def test_profile_of_sac(tmp_path, monkeypatch):
+    """SAC's blocks after the random prefill: acting through the actor, the envs, the replay,
+    the actor's, the critics' and the target critics' forward passes, backward, optimizer."""
+    monkeypatch.chdir(tmp_path)
+    b = BenchProfileConfig(algo="sac", warmup=0, updates=2, dqn_block=8)
+    argv = ["--env", "Pendulum-v1", "--num-envs", "2", "--backend", "serial", "--torch-threads"]
+    argv += ["1", "--learning-starts", "32", "--batch-size", "8", "--hidden", "16", "16"]
+    result = profile(b, argv)
+    s = result["summary"]
+    assert s["frames"] == 16 and s["updates"] == 16  # 8 vector steps of 2 envs; 1 critic step each
+    phases = s["phases_s"]
+    names = ["act/forward actor", "env send", "replay add", "update/replay sample",
+             "update/forward actor", "update/forward critics", "update/forward target",
+             "update/backward", "update/optimizer"]  # fmt: skip
+    for name in names:
+        assert phases[name] > 0, name
+    assert "updates a block" in profile_module.format_table(result)

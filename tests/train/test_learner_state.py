@@ -70,4 +70,10 @@ def test_rollout_counters_checkpoint_form():
     back = RolloutCounters()
     back.load_state_dict({**state, "log_every": {"blocks": 3}, "ckpt_every": {"blocks": 1}})
     assert (back.steps, back.updates, back.grad_steps) == (7, 2, 16)
-    assert back.acc == {"n": 2, "loss": 9.0}
+    assert back.acc == {"n": 2, "loss": 9.0} and back.pending == 0
+    # A replay learner's agent steps not yet trained on (SAC) travel only where there are some.
+    c.pending = 3
+    state = c.state_dict()
+    assert list(state) == ["steps", "updates", "grad_steps", "pending", "acc"]
+    back.load_state_dict({**state, "log_every": {"blocks": 3}, "ckpt_every": {"blocks": 1}})
+    assert back.pending == 3

@@ -21,7 +21,9 @@ Their phases: acting (``act``, the online net's forward inside it), the env send
 replay's ``add``, and the updates: replay ``sample`` (index draw and frame gather), the online
 and target nets' forward passes, ``backward``, optimizer ``step``, PER's priority write-back,
 and the rest (loss, the C51 projection, host-to-device copies); the target sync is in
-``count``.
+``count``. SAC (``--algo sac``) alike, after its random prefill: acting (the actor's forward),
+the envs, the replay, and per update the actor's, the critics' and the target critics'
+forward passes, ``backward`` and the optimizer (the soft target update is in the rest).
 
 No run directory is written. The numbers are this machine's at this moment: run it alone.
 ``--json F`` keeps the record.
@@ -54,11 +56,11 @@ class BenchProfileConfig:
     """Time the phases of a trainer's updates (rollout, advantages, update) and the CPU use of
     every process; arguments after ``--`` go to the trainer (``--preset``, any field)."""
 
-    algo: Literal["ppo", "ppo-lstm", "pqn", "dqn", "rainbow"] = "ppo"
+    algo: Literal["ppo", "ppo-lstm", "pqn", "dqn", "rainbow", "sac"] = "ppo"
     """The trainer: rapidrl train ALGO (its local loop)."""
     dqn_block: int = 128
-    """dqn/rainbow: vector steps per measured block (with fast's 8 envs and an update every 8
-    agent steps: 128 updates of 64)."""
+    """dqn/rainbow/sac: vector steps per measured block (with DQN fast's 8 envs and an update
+    every 8 agent steps: 128 updates of 64; SAC's 1 env: 128 critic steps)."""
     warmup: int = 1
     """Iterations run before measuring (first-call costs: allocation, oneDNN kernel choice)."""
     updates: int = 4
@@ -155,8 +157,12 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     )
     from rapidrl.train.seeding import seed_everything
 
-    dqn = b.algo in ("dqn", "rainbow")
-    if dqn:
+    dqn = b.algo in ("dqn", "rainbow", "sac")  # replay learners: blocks after the prefill
+    if b.algo == "sac":
+        from rapidrl.algos.sac.train import algorithm, parse_sac_args
+
+        cfg = parse_sac_args(trainer_argv, prog="rapidrl bench profile -- (sac)")
+    elif dqn:
         from rapidrl.algos.dqn.train import algorithm, parse_dqn_args
 
         cfg = parse_dqn_args(
@@ -177,7 +183,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
             DEFAULT_PRESETS[b.algo],
             LSTM_PRESETS if lstm else PPO_PRESETS,
         )
-    if cfg.ray is not None:
+    if getattr(cfg, "ray", None) is not None:  # SAC has no Ray loop
         raise ConfigError("bench profile measures the local loop: drop --ray")
     cfg.validate()
     algo = algorithm(cfg)
@@ -188,7 +194,7 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
     prefill_s = None
     with num_threads(cfg.torch_threads or os.cpu_count() or 1):
         seed_everything(cfg.seed)
-        env = probe_env(cfg, algo.label, continuous=algo.continuous)
+        env = probe_env(cfg, algo.label, continuous=algo.continuous, discrete=algo.discrete)
         lrn = algo.learner(cfg, env, device)
         lrn.frame_skip = env.frame_skip  # what start() sets from the run's env (no run dir here)
         source = algo.source(cfg, env, lrn, restart_env_seed(cfg.seed, 0))
@@ -235,6 +241,10 @@ def profile(b: BenchProfileConfig, trainer_argv: Sequence[str]) -> dict[str, Any
                 (getattr(lrn, "q", None), "forward_dist", "forward online"),
                 (getattr(lrn, "target", None), "forward", "forward target"),
                 (getattr(lrn, "target", None), "forward_dist", "forward target"),
+                # SAC (its nets are lrn.net: the actor, the critics, the target critics)
+                (getattr(net, "actor", None), "forward", "forward actor"),
+                (getattr(net, "critic", None), "forward", "forward critics"),
+                (getattr(net, "critic_target", None), "forward", "forward target"),
             ):
                 if obj is not None:
                     timer.wrap(obj, attr, phase)
@@ -335,7 +345,7 @@ def summarize(iterations: list[dict[str, Any]]) -> dict[str, Any]:
 def format_table(result: dict[str, Any]) -> str:
     s = result["summary"]
     wall = s["wall_s"]
-    unit = "block" if result["config"]["algo"] in ("dqn", "rainbow") else "update"
+    unit = "block" if result["config"]["algo"] in ("dqn", "rainbow", "sac") else "update"
     lines = [
         f"bench profile: {result['config']['algo']} {' '.join(result['trainer_argv'])}",
         f"{result['cpu']}; medians of {len(result['iterations'])} {unit}s",

@@ -74,12 +74,13 @@ class SquashedGaussianActor(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action in ``(-1, 1)`` ``[B, A]`` and its log-probability ``[B]``."""
         mean, log_std = self(obs)
+        mean, log_std = mean.float(), log_std.float()  # bf16 under autocast: the math in fp32
         noise = torch.randn(mean.shape, generator=generator, device=mean.device)
         return squashed_gaussian(mean, log_std, noise)
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         """The policy's mode after squashing, ``tanh(mean)`` ``[B, A]`` (evaluation)."""
-        return torch.tanh(self(obs)[0])
+        return torch.tanh(self(obs)[0].float())
 
 
 class EnsembleLinear(nn.Module):
@@ -115,4 +116,4 @@ class QEnsemble(nn.Module):
             x = layer(x)
             if i < len(self.layers) - 1:
                 x = F.relu(x)
-        return x.squeeze(-1)
+        return x.squeeze(-1).float()  # bf16 under autocast: the losses in fp32

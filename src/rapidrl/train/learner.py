@@ -42,18 +42,16 @@ class RolloutCounters:
     acc: dict[str, float] = dataclasses.field(default_factory=dict)  # sums since the last row
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "updates": self.updates,
-            "grad_steps": self.grad_steps,
-            "pending": self.pending,
-            "acc": copy.deepcopy(self.acc),
-        }
+        state = {"steps": self.steps, "updates": self.updates, "grad_steps": self.grad_steps}
+        if self.pending:  # only where a replay learner has some: rollouts keep the old form
+            state["pending"] = self.pending
+        state["acc"] = copy.deepcopy(self.acc)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
         self.grad_steps = int(state["grad_steps"])
-        self.pending = int(state.get("pending", 0))  # checkpoints written before the field: 0
+        self.pending = int(state.get("pending", 0))  # absent: 0
         self.acc = copy.deepcopy(state["acc"])
 
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 import tyro
 
-from rapidrl.config import TrainerConfig, need
+from rapidrl.config import Precision, TrainerConfig, need
 
 __all__ = ["PRESETS", "SACConfig"]
 
@@ -69,6 +69,10 @@ class SACConfig(TrainerConfig):
     """Hidden widths of the actor's and of each critic's MLP."""
     fused_adam: bool = False
     """Adam(fused=True): one kernel per optimizer step."""
+    precision: Precision = "fp32"
+    """The update's matrix products (actor and critics) in bf16 under autocast; weights, Adam,
+    the log-probabilities and the losses stay float32. auto: bf16 where the device multiplies
+    bf16 natively. Acting stays float32."""
 
     # --- speed --------------------------------------------------------------------------------
     torch_threads: int = 0

@@ -16,6 +16,7 @@ parameter without a gradient untouched, so one optimizer steps each part on its 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -35,6 +36,7 @@ from rapidrl.algos.sac.losses import (
 )
 from rapidrl.buffers import ReplayBuffer
 from rapidrl.nets.sac import QEnsemble, SquashedGaussianActor
+from rapidrl.nets.torso import resolve_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
 from rapidrl.train.learner import RolloutLearner
 from rapidrl.train.loop import num_threads
@@ -139,6 +141,7 @@ class SACLearner(RolloutLearner):
             -float(self.act_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
         )
         self.alpha = float(cfg.alpha)
+        self.compute_dtype = resolve_precision(cfg.precision, self.device)
         # Random prefill actions (NumPy) and the update's noise (torch, on the learner's device);
         # the acting noise comes from RolloutLearner's act_gen.
         self.act_rng = np.random.default_rng([cfg.seed, 1])
@@ -197,6 +200,12 @@ class SACLearner(RolloutLearner):
         return np.clip(actions.cpu().numpy(), self.low, self.high)
 
     # --- learning -----------------------------------------------------------------------------
+    def _autocast(self) -> Any:
+        """The update's forward passes: autocast to bf16 with ``precision`` bf16 (else none)."""
+        if self.compute_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.compute_dtype)
+
     def learn(self, new_steps: int) -> None:
         """The critic steps due after ``new_steps`` more agent steps (none during the prefill);
         the steps themselves are counted by the loop (``steps_done``)."""
@@ -220,13 +229,14 @@ class SACLearner(RolloutLearner):
         actions = torch.from_numpy(batch["actions"]).to(device)
         rewards = torch.from_numpy(batch["rewards"]).to(device)
         discounts = torch.from_numpy(batch["discounts"]).to(device)
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             next_actions, next_logp = nets.policy(next_obs, self.update_gen)
             y = critic_target(
                 rewards, discounts, nets.critic_target(next_obs, next_actions), next_logp,
                 self.alpha,
             )  # fmt: skip
-        q = nets.critic(obs, actions)  # [2, B]
+        with self._autocast():
+            q = nets.critic(obs, actions)  # [2, B], float32
         q_loss = critic_loss(q, y)
         self.opt.zero_grad(set_to_none=True)
         q_loss.backward()
@@ -237,8 +247,10 @@ class SACLearner(RolloutLearner):
         if c.updates % cfg.policy_frequency == 0:
             nets.critic.requires_grad_(False)  # the actor's loss goes through them: no grads
             for _ in range(cfg.policy_frequency):
-                pi_actions, logp = nets.policy(obs, self.update_gen)
-                loss = actor_loss(nets.critic(obs, pi_actions), logp, self.alpha)
+                with self._autocast():
+                    pi_actions, logp = nets.policy(obs, self.update_gen)
+                    q_pi = nets.critic(obs, pi_actions)
+                loss = actor_loss(q_pi, logp, self.alpha)
                 stats["actor_loss"] = loss.item()
                 stats["entropy"] = -logp.detach().mean().item()
                 if cfg.autotune:
