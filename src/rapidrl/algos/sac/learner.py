@@ -98,16 +98,22 @@ class SACNets(nn.Module):
 
 
 def make_sac_nets(
-    cfg: SACConfig, obs_shape: tuple[int, ...], act_dim: int, device: Any = "cpu", **_: Any
+    cfg: SACConfig,
+    obs_shape: tuple[int, ...],
+    act_dim: int,
+    device: Any = "cpu",
+    action_space: Any = None,
+    **_: Any,
 ) -> SACNets:
-    """The networks of a config for flat observations ``obs_shape`` and ``act_dim`` actions, with
-    placeholder bounds (a checkpoint's own are restored with its weights; the learner passes the
-    env's). The signature of ``restore_for_eval``'s ``make_net``."""
+    """The networks of a config for flat observations ``obs_shape`` and ``act_dim`` actions,
+    bounded by ``action_space`` (None: placeholders, as ``restore_for_eval``'s ``make_net`` is
+    called; a checkpoint's own bounds are restored with its weights)."""
     if len(obs_shape) != 1:
         from rapidrl.config import ConfigError
 
         raise ConfigError(f"SAC takes flat (vector) observations; got shape {tuple(obs_shape)}")
-    return SACNets(int(obs_shape[0]), int(act_dim), tuple(cfg.hidden), cfg.alpha)
+    low, high = (None, None) if action_space is None else (action_space.low, action_space.high)
+    return SACNets(int(obs_shape[0]), int(act_dim), tuple(cfg.hidden), cfg.alpha, low, high)
 
 
 class SACLearner(RolloutLearner):
@@ -123,9 +129,7 @@ class SACLearner(RolloutLearner):
         super().__init__(cfg, device)
         self.obs_shape = tuple(obs_shape)
         self.act_dim = int(action_space.shape[0])
-        nets = make_sac_nets(cfg, self.obs_shape, self.act_dim, self.device)
-        nets.action_center.copy_(torch.as_tensor((action_space.high + action_space.low) / 2))
-        nets.action_half.copy_(torch.as_tensor((action_space.high - action_space.low) / 2))
+        nets = make_sac_nets(cfg, self.obs_shape, self.act_dim, self.device, action_space)
         self.net = nets.to(self.device)
         self.low = np.asarray(action_space.low, dtype=np.float32)
         self.high = np.asarray(action_space.high, dtype=np.float32)
