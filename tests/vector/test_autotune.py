@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 
@@ -121,7 +122,7 @@ def test_auto_honours_a_layout_the_caller_gives(cache_dir):
 def test_candidate_layouts_of_a_2_core_machine():
     """Every rapidrl layout of 4 envs on 2 cores, in the order they are measured; no baseline
     (those are `rapidrl bench envs`'), and `backends` filters."""
-    from rapidrl.vector.autotune import candidate_layouts
+    from rapidrl.vector.autotune import candidate_layouts, envpool_available
 
     names = [lay.name for lay in candidate_layouts("CartPole-v1", 4, cpus=2)]
     assert names == [
@@ -134,6 +135,11 @@ def test_candidate_layouts_of_a_2_core_machine():
     assert {"ale"} <= atari and not atari & {"ale-raw", "ceiling", "gym-sync", "gym-async"}
     only = candidate_layouts("CartPole-v1", 4, backends=("serial",), cpus=2)
     assert [lay.name for lay in only] == ["serial"]
+    # envpool hosts Atari and Gymnasium's MuJoCo tasks (not CartPole, which it also has, but
+    # not under this backend); ale only Atari.
+    if envpool_available() and importlib.util.find_spec("mujoco") is not None:
+        hopper = [lay.name for lay in candidate_layouts("Hopper-v5", 4, cpus=2)]
+        assert hopper[-2:] == ["envpool", "envpool b=2"] and not any("ale" in n for n in hopper)
 
 
 def test_autotune_measures_stores_and_make_vec_takes_the_fastest(cache_dir):

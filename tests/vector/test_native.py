@@ -1,5 +1,6 @@
-"""The native Atari backends (``ale``, ``envpool``) under the vector API: shapes, same-step
-autoreset with ``final_obs``, real unclipped episode statistics, life losses, batches."""
+"""The native backends (``ale``, ``envpool``) under the vector API: shapes, same-step
+autoreset with ``final_obs``, real unclipped episode statistics, life losses, batches; envpool's
+MuJoCo tasks against Gymnasium's, step by step."""
 
 from __future__ import annotations
 
@@ -117,3 +118,83 @@ def test_clear_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "envpool", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pip install -e '\.\[envpool\]'"):
         make_vec("pong", 2, "envpool")
+
+
+# --------------------------------------------------------------------------------------------
+# envpool's MuJoCo tasks
+# --------------------------------------------------------------------------------------------
+def _needs_envpool_mujoco():
+    pytest.importorskip("envpool")
+    pytest.importorskip("mujoco")
+
+
+def _steps(venv, actions, seed):
+    """Every env's steps under ``actions [N, T, A]`` (synchronous step), as arrays per key."""
+    obs, _ = venv.reset(seed=seed)
+    out = {k: [] for k in ("obs", "reward", "terminated", "truncated", "final_obs", "ret", "len")}
+    reset_obs = obs.copy()
+    for t in range(actions.shape[1]):
+        obs, rewards, terminated, truncated, infos = venv.step(actions[:, t])
+        end = terminated | truncated
+        out["obs"].append(obs.copy())
+        out["reward"].append(rewards.copy())
+        out["terminated"].append(terminated.copy())
+        out["truncated"].append(truncated.copy())
+        out["final_obs"].append(np.where(end[:, None], infos["final_obs"], 0.0))
+        out["ret"].append(infos["episode_return"].copy())
+        out["len"].append(infos["episode_length"].copy())
+    return reset_obs, {k: np.array(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("task", ["Hopper-v5", "Walker2d-v5"])
+def test_envpool_mujoco_steps_as_gymnasium(task):
+    """With the initial-state noise off, envpool's task steps to Gymnasium's observations,
+    rewards, ends (falls and the time limit) and episode statistics under the same actions."""
+    _needs_envpool_mujoco()
+    n, steps = 2, 120
+    opts = {"reset_noise_scale": 0.0, "max_episode_steps": 20}
+    with make_vec(task, n, "serial", env_options=opts) as venv:
+        act_dim = venv.single_action_space.shape[0]
+        actions = np.random.default_rng(0).uniform(-1, 1, (n, steps, act_dim)).astype(np.float32)
+        ref_reset, ref = _steps(venv, actions, seed=1)
+        ref_spaces = (venv.single_observation_space, venv.single_action_space)
+    with make_vec(task, n, "envpool", env_options=opts) as venv:
+        assert (venv.single_observation_space, venv.single_action_space) == ref_spaces
+        got_reset, got = _steps(venv, actions, seed=1)
+    assert ref["terminated"].any() and ref["truncated"].any()  # falls and time limits
+    if task == "Hopper-v5":  # and a fall on the limit's step: terminated and truncated
+        assert (ref["terminated"] & ref["truncated"]).any()
+    np.testing.assert_allclose(got_reset, ref_reset, atol=1e-9)
+    # A fall on the limit's very step: Gymnasium says terminated and truncated, envpool only
+    # truncated (module docstring); every other step's flags agree.
+    both = ref["terminated"] & ref["truncated"]
+    np.testing.assert_array_equal(
+        got["terminated"], ref["terminated"] & ~both, err_msg="terminated"
+    )
+    for key in ("truncated", "len"):
+        np.testing.assert_array_equal(got[key], ref[key], err_msg=key)
+    for key, atol in (("obs", 1e-6), ("final_obs", 1e-6), ("reward", 1e-5), ("ret", 1e-4)):
+        np.testing.assert_allclose(got[key], ref[key], atol=atol, err_msg=key)
+
+
+def test_envpool_mujoco_batches_equal_synchronous():
+    """Groups of batch_size envs: per-env trajectories identical to one synchronous pool."""
+    _needs_envpool_mujoco()
+    acts = np.random.default_rng(4).uniform(-1, 1, size=(4, 30, 3)).astype(np.float32)
+    opts = {"max_episode_steps": 10}
+    with make_vec("Hopper-v5", 4, "envpool", env_options=opts) as venv:
+        ref = collect_trajectories(venv, acts, seed=7)
+    with make_vec("Hopper-v5", 4, "envpool", batch_size=2, env_options=opts) as venv:
+        assert venv.batch_size == 2
+        got = collect_trajectories(venv, acts, seed=7)
+    assert_trajectories_equal(ref, got, "envpool Hopper-v5 batch 2")
+
+
+def test_envpool_mujoco_clear_errors():
+    _needs_envpool_mujoco()
+    with pytest.raises(ValueError, match="Atari games and Gymnasium's MuJoCo tasks"):
+        make_vec("CartPole-v1", 2, "envpool")
+    with pytest.raises(ValueError, match="does not render"):
+        make_vec("Hopper-v5", 2, "envpool", env_options={"render_mode": "rgb_array"})
+    with pytest.raises(ValueError, match="envpool's Hopper-v5 does not take the options"):
+        make_vec("Hopper-v5", 2, "envpool", env_options={"no_such_option": 1})

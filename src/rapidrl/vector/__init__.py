@@ -13,8 +13,8 @@ Backends
   pipes carry only commands. ``inline=True`` runs the last group in the calling process: it
   steps inside ``send()`` while the worker processes step theirs, so the caller's core does env
   work instead of waiting on pipes (on 2 cores: one worker process + the caller).
-- ``ale``: ``ale_py.AtariVectorEnv`` (C++ threads); ``envpool``: ``envpool`` (C++ threads). Atari
-  env ids only; see :mod:`rapidrl.vector.native`.
+- ``ale``: ``ale_py.AtariVectorEnv`` (C++ threads), Atari env ids only; ``envpool``: ``envpool``
+  (C++ threads), Atari and Gymnasium's MuJoCo tasks; see :mod:`rapidrl.vector.native`.
 - ``auto``: the layout the autotuner (:mod:`rapidrl.vector.autotune`; ``rapidrl bench envs
   --autotune``) stored for this machine, env and ``num_envs``
   (:mod:`rapidrl.vector.autotune_cache`), else :func:`default_layout`: ``hybrid``

@@ -98,6 +98,18 @@ def envpool_available() -> bool:
     return True
 
 
+def envpool_hosts_mujoco(env_id: str) -> bool:
+    """Whether the ``envpool`` backend runs ``env_id`` as a Gymnasium MuJoCo task."""
+    from rapidrl.vector.api import LayoutError
+    from rapidrl.vector.native import envpool_mujoco_task
+
+    try:
+        envpool_mujoco_task(env_id, None)
+    except (LayoutError, ImportError):
+        return False
+    return True
+
+
 def candidate_layouts(
     env_id: str, num_envs: int, backends: Sequence[str] | None = None, cpus: int | None = None
 ) -> list[Layout]:
@@ -135,14 +147,15 @@ def candidate_layouts(
         procs = lay.num_workers - lay.inline
         if lay.backend in ("hybrid", "async") and 1 <= procs and procs + 1 <= cpus:
             out.append(replace(lay, spin=SPIN_S))
-    if resolve_env(env_id).is_atari:
+    atari = resolve_env(env_id).is_atari
+    if atari:
         out.append(Layout("ale", num_envs, 0))
         if num_envs >= 2:
             out.append(Layout("ale", num_envs, 0, num_envs // 2))
-        if envpool_available():
-            out.append(Layout("envpool", num_envs, 0))
-            if num_envs >= 2:
-                out.append(Layout("envpool", num_envs, 0, num_envs // 2))
+    if envpool_available() and (atari or envpool_hosts_mujoco(env_id)):
+        out.append(Layout("envpool", num_envs, 0))
+        if num_envs >= 2:
+            out.append(Layout("envpool", num_envs, 0, num_envs // 2))
     if backends:
         out = [lay for lay in out if lay.backend in backends]
     return out

@@ -146,7 +146,7 @@ def make_vec(
         )
     if backend in ("ale", "envpool"):
         if not isinstance(env, str):
-            raise LayoutError(f"backend {backend!r} needs an Atari env id string, got {env!r}")
+            raise LayoutError(f"backend {backend!r} needs an env id string, got {env!r}")
         from rapidrl.vector import native
 
         if restart_on_crash:

@@ -1,6 +1,7 @@
-"""Atari through native C++ vectorizers: ``ale`` (``ale_py.AtariVectorEnv``) and ``envpool``.
+"""Native C++ vectorizers: Atari through ``ale`` (``ale_py.AtariVectorEnv``) and ``envpool``,
+and Gymnasium's MuJoCo tasks through ``envpool``.
 
-Both read the same options as ``rapidrl.envs.make_env`` (``AtariOptions``) and follow the vector
+For Atari both read the same options as ``rapidrl.envs.make_env`` (``AtariOptions``) and follow the vector
 API of :mod:`rapidrl.vector.api`: same-step autoreset, ``final_obs``, real unclipped episode
 statistics. Each runs as one or more *groups* (:mod:`rapidrl.vector.group`) under the shared
 bookkeeping of :class:`~rapidrl.vector.batched.BatchedVectorEnv`.
@@ -33,6 +34,20 @@ How the protocol is mapped, and where it differs from ``make_env`` (read before 
   the envs of its latest ``recv`` and its ``reset`` returns only ``batch_size`` envs, so the
   ``reset`` -> all ``N`` observations -> ``send`` to any ready env contract is not expressible.
 - Only grey frames (``grayscale=True``); observations are ``uint8 [frame_stack, H, W]``.
+- MuJoCo (``envpool`` only; ``Hopper-v5``, ``HalfCheetah-v5``, ``Walker2d-v5``, ``Ant-v5``,
+  ``Humanoid-v5``, ... : the ids both Gymnasium and envpool register): the same same-step
+  adaptation, rewards and returns as the env gives them, ``max_episode_steps`` (default the
+  task's 1000) as truncation (a fall on the limit's very step is only ``truncated`` there,
+  where Gymnasium says both: envpool keeps no other trace of it, its discount is 0 at every
+  end), constructor options such as ``reset_noise_scale`` passed on to
+  envpool's own config. The spaces are Gymnasium's (``float64`` observations, ``float32``
+  actions, sent to envpool as ``float64``). Against ``gymnasium.make`` with the same initial
+  state (``reset_noise_scale=0``) and the same ``float32`` actions, Hopper, Walker2d and Ant step
+  to the same observations (within 1e-13 over an episode; rewards within float32 rounding);
+  HalfCheetah agrees for ~100 steps and then drifts apart (chaotic dynamics and a different
+  rounding); Humanoid-v5's observations differ from step ~10 by up to ~0.02 (rewards within
+  2e-5). The initial-state noise comes from envpool's generator, not Gymnasium's, so the same
+  seed gives other episodes than the process backends.
 """
 
 from __future__ import annotations
@@ -79,14 +94,14 @@ def atari_options(env_id: str, options: dict[str, Any] | None, backend: str):
     return info.game, opts
 
 
-class _AtariGroupBase:
-    """Episode statistics, reward clipping and life-loss terms shared by both native groups."""
+class _GroupBase:
+    """Episode statistics and reward clipping shared by the native groups."""
 
     reset_options = False  # the native envs' resets take none (refused before a reset is sent)
     per_env_seeds = True  # reset(seed=[...]) can seed each env
 
-    def __init__(self, n: int, first_env_id: int, opts, num_threads: int | None):
-        self.n, self.first_env_id, self.opts = n, first_env_id, opts
+    def __init__(self, n: int, first_env_id: int, num_threads: int | None, clip_rewards: bool):
+        self.n, self.first_env_id, self.clip_rewards = n, first_env_id, clip_rewards
         self.num_threads = num_threads or 0
         self.current = None  # errors name the whole group
         self.bufs: StepArrays | None = None
@@ -128,15 +143,15 @@ class _AtariGroupBase:
         self._len[:] = 0
 
     def _clip(self, r):
-        return np.sign(r) if self.opts.clip_rewards else r
+        return np.sign(r) if self.clip_rewards else r
 
 
-class AleGroup(_AtariGroupBase):
+class AleGroup(_GroupBase):
     """``n`` envs in one synchronous ``ale_py.AtariVectorEnv`` (same-step autoreset)."""
 
     def __init__(self, game: str, n: int, first_env_id: int, opts, num_threads=None):
-        super().__init__(n, first_env_id, opts, num_threads)
-        self.game = game
+        super().__init__(n, first_env_id, num_threads, opts.clip_rewards)
+        self.game, self.opts = game, opts
         self.native = None
 
     def build(self) -> None:
@@ -220,15 +235,15 @@ class AleGroup(_AtariGroupBase):
             native.close()
 
 
-class EnvpoolGroup(_AtariGroupBase):
+class _EnvpoolGroup(_GroupBase):
     """``n`` envs in one envpool run asynchronously one env at a time, adapted to same-step
-    autoreset (see the module docstring)."""
+    autoreset (see the module docstring). Subclasses build the pool (:meth:`_make_pool`)."""
 
     per_env_seeds = False  # envpool seeds env i with seed + i when the pool is built
+    episodic_life = False  # Atari's life-loss "episodes": a real end is game over
 
-    def __init__(self, game: str, n: int, first_env_id: int, opts, num_threads=None, seed=None):
-        super().__init__(n, first_env_id, opts, num_threads)
-        self.task = "".join(p.capitalize() for p in game.split("_")) + "-v5"
+    def __init__(self, n: int, first_env_id: int, num_threads, seed, clip_rewards: bool):
+        super().__init__(n, first_env_id, num_threads, clip_rewards)
         self.pool = None
         self._pool_seed = (
             seed if seed is not None else int(np.random.SeedSequence().entropy % 2**30)
@@ -237,6 +252,11 @@ class EnvpoolGroup(_AtariGroupBase):
         self._ids = np.arange(n, dtype=np.int32)
         self._one = np.zeros(1, np.int32)
 
+    def _make_pool(self, envpool, **common):
+        """The envpool (``envpool.make(task, **common, ...)``); sets the two single spaces, the
+        dtype actions are sent in and the action that resets a done env."""
+        raise NotImplementedError
+
     def build(self) -> None:
         try:
             import envpool
@@ -244,42 +264,27 @@ class EnvpoolGroup(_AtariGroupBase):
             raise ImportError(
                 "the envpool backend needs envpool: pip install -e '.[envpool]' in the rapidrl checkout"
             ) from exc
-        o = self.opts
-        h, w = o.screen_hw
-        frames = o.max_episode_frames
-        self.pool = envpool.make(
-            self.task,
+        self.pool = self._make_pool(
+            envpool,
             env_type="gymnasium",
             num_envs=self.n,
             batch_size=1,  # one env per recv: lets a done env be reset within the same step
             num_threads=self.num_threads or min(self.n, _cpus()),
             seed=self._pool_seed + self.first_env_id,
-            max_episode_steps=max(1, frames // o.frame_skip) if frames else _NO_LIMIT,
-            stack_num=o.frame_stack,
-            frame_skip=o.frame_skip,
-            noop_max=o.noop_max,
-            episodic_life=o.episodic_life,
-            reward_clip=False,
-            use_fire_reset=o.fire_reset,
-            img_height=h,
-            img_width=w,
-            gray_scale=True,
-            repeat_action_probability=float(o.repeat_action_probability),
-            full_action_space=o.full_action_space,
         )
-        self.single_observation_space = gym.spaces.Box(0, 255, (o.frame_stack, h, w), np.uint8)
-        self.single_action_space = gym.spaces.Discrete(int(self.pool.action_space.n))
         self._recv = self._raw_receiver()
         self._fresh = True  # built and not reset yet: a reset with _pool_seed is reproducible
 
     def _raw_receiver(self):
-        """``() -> (obs[1,...], reward, terminated, truncated, env_id, game_over)`` of one env.
+        """``() -> (obs[1,...], reward, terminated, truncated, env_id, game_over)`` of one env
+        (``game_over`` is ``terminated`` where the env reports no lives).
 
         Reads envpool's raw state list (skips its per-call dict/tree building, ~7% of a Pong step
         here); falls back to the public ``recv`` if that internal layout is not there.
         """
         keys = list(getattr(self.pool, "_state_keys", ()))
-        need = ("obs", "reward", "done", "trunc", "info:env_id", "info:terminated")
+        over_key = "info:terminated" if "info:terminated" in keys else "done"
+        need = ("obs", "reward", "done", "trunc", "info:env_id", over_key)
         if all(k in keys for k in need) and hasattr(self.pool, "_recv"):
             idx = [keys.index(k) for k in need]
             raw = self.pool._recv
@@ -299,7 +304,7 @@ class EnvpoolGroup(_AtariGroupBase):
                 bool(term[0]),
                 bool(trunc[0]),
                 info["env_id"][0],
-                info["terminated"][0],
+                info["terminated"][0] if "terminated" in info else term[0],
             )
 
         return recv
@@ -318,11 +323,11 @@ class EnvpoolGroup(_AtariGroupBase):
         self._clear()
 
     def send(self) -> None:
-        self.pool.send(self.bufs.actions.astype(np.int32), self._ids)
+        self.pool.send(self.bufs.actions.astype(self._action_dtype), self._ids)
 
     def collect(self) -> None:
         b, obs_out, recv = self.bufs, self.bufs.obs[self._slot], self._recv
-        episodic = self.opts.episodic_life
+        episodic = self.episodic_life
         pending = self.n
         while pending:
             obs, reward, term, trunc, i, game_over = recv()
@@ -346,7 +351,7 @@ class EnvpoolGroup(_AtariGroupBase):
                 b.final_obs[i] = obs[0]
                 self._resetting[i] = True
                 self._one[0] = i
-                self.pool.send(np.zeros(1, np.int32), self._one)
+                self.pool.send(self._reset_action, self._one)
             else:
                 obs_out[i] = obs[0]
                 pending -= 1
@@ -355,6 +360,95 @@ class EnvpoolGroup(_AtariGroupBase):
         pool, self.pool = self.pool, None
         if pool is not None:
             pool.close()
+
+
+class EnvpoolAtariGroup(_EnvpoolGroup):
+    """An Atari game in envpool (``episodic_life`` is envpool's own)."""
+
+    def __init__(self, game: str, n: int, first_env_id: int, opts, num_threads=None, seed=None):
+        super().__init__(n, first_env_id, num_threads, seed, opts.clip_rewards)
+        self.task = "".join(p.capitalize() for p in game.split("_")) + "-v5"
+        self.opts = opts
+        self.episodic_life = opts.episodic_life
+
+    def _make_pool(self, envpool, **common):
+        o = self.opts
+        h, w = o.screen_hw
+        frames = o.max_episode_frames
+        pool = envpool.make(
+            self.task,
+            **common,
+            max_episode_steps=max(1, frames // o.frame_skip) if frames else _NO_LIMIT,
+            stack_num=o.frame_stack,
+            frame_skip=o.frame_skip,
+            noop_max=o.noop_max,
+            episodic_life=o.episodic_life,
+            reward_clip=False,
+            use_fire_reset=o.fire_reset,
+            img_height=h,
+            img_width=w,
+            gray_scale=True,
+            repeat_action_probability=float(o.repeat_action_probability),
+            full_action_space=o.full_action_space,
+        )
+        self.single_observation_space = gym.spaces.Box(0, 255, (o.frame_stack, h, w), np.uint8)
+        self.single_action_space = gym.spaces.Discrete(int(pool.action_space.n))
+        self._action_dtype = np.int32
+        self._reset_action = np.zeros(1, np.int32)
+        return pool
+
+
+class EnvpoolMujocoGroup(_EnvpoolGroup):
+    """A Gymnasium MuJoCo task in envpool (module docstring: where it matches Gymnasium's)."""
+
+    def __init__(self, task: str, n: int, first_env_id: int, config: dict, num_threads=None,
+                 seed=None):  # fmt: skip
+        super().__init__(n, first_env_id, num_threads, seed, clip_rewards=False)
+        self.task, self.config = task, config
+
+    def _make_pool(self, envpool, **common):
+        pool = envpool.make(self.task, **common, **self.config)  # options checked before
+        act = pool.action_space
+        self.single_observation_space = pool.observation_space
+        # Gymnasium's action space (float32), so nets and checkpoints agree across backends.
+        self.single_action_space = gym.spaces.Box(
+            act.low.astype(np.float32), act.high.astype(np.float32), act.shape, np.float32
+        )
+        self._action_dtype = act.dtype
+        self._reset_action = np.zeros((1, *act.shape), act.dtype)
+        return pool
+
+
+def envpool_mujoco_task(env_id: str, options: dict[str, Any] | None) -> tuple[str, dict]:
+    """``(task, envpool config)`` for a Gymnasium MuJoCo id that envpool hosts, with a clear
+    error where it cannot run ``env_id`` or honour an option."""
+    import envpool
+
+    spec = gym.registry.get(env_id)
+    entry = str(getattr(spec, "entry_point", "")) if spec is not None else ""
+    if "mujoco" not in entry or env_id not in envpool.list_all_envs():
+        raise LayoutError(
+            f"backend 'envpool' runs Atari games and Gymnasium's MuJoCo tasks (Hopper-v5, "
+            f"HalfCheetah-v5, Walker2d-v5, Ant-v5, Humanoid-v5, ...), not {env_id!r}; use "
+            "serial/subprocess/hybrid/async"
+        )
+    config = {k: v for k, v in (options or {}).items() if k != "disable_env_checker"}
+    if config.get("render_mode") is not None:
+        raise LayoutError(
+            f"backend 'envpool' does not render (render_mode={config['render_mode']!r}); use a "
+            "process backend (hybrid/async) for video"
+        )
+    config.pop("render_mode", None)
+    if config.get("max_episode_steps") is None:
+        config.pop("max_episode_steps", None)  # the task's own (1000), as gymnasium.make
+    try:
+        envpool.make_spec(env_id, **config)  # before any group is built: the error as it is
+    except TypeError as exc:  # an option envpool's config does not have
+        raise LayoutError(
+            f"envpool's {env_id} does not take the options {sorted(config)} ({exc}); use a "
+            "process backend (hybrid/async), which runs gymnasium.make itself"
+        ) from exc
+    return env_id, config
 
 
 def _cpus() -> int:
@@ -431,16 +525,26 @@ def make_envpool_vec(
     options: dict[str, Any] | None = None,
     copy: bool = True,
 ) -> BatchedVectorEnv:
+    """An Atari game or a Gymnasium MuJoCo task in envpool (see the module docstring)."""
+    from rapidrl.envs import resolve_env
+
     try:
         import envpool  # noqa: F401
     except ImportError as exc:
         raise ImportError(
             "the envpool backend needs envpool: pip install -e '.[envpool]' in the rapidrl checkout"
         ) from exc
-    game, opts = atari_options(env_id, options, "envpool")
     b = num_envs if batch_size is None else batch_size
+    if resolve_env(env_id).is_atari:
+        game, opts = atari_options(env_id, options, "envpool")
 
-    def make_group(first: int) -> EnvpoolGroup:
-        return EnvpoolGroup(game, b, first, opts, num_threads, seed)
+        def make_group(first: int) -> _EnvpoolGroup:
+            return EnvpoolAtariGroup(game, b, first, opts, num_threads, seed)
+
+    else:
+        task, config = envpool_mujoco_task(env_id, options)
+
+        def make_group(first: int) -> _EnvpoolGroup:
+            return EnvpoolMujocoGroup(task, b, first, config, num_threads, seed)
 
     return _make_native("envpool", make_group, num_envs, batch_size, seed, copy)
