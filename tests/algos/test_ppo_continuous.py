@@ -154,7 +154,7 @@ for _name, _space in _SPACES.items():
         ("ppo", "Dict", "supported: Discrete or a bounded 1-D Box"),
         ("ppo", "Unbounded", "is unbounded"),
         ("ppo", "Box2D", "is not one-dimensional"),
-        ("ppo-lstm", "Box", "`rapidrl train ppo` (its local loop, feed-forward) and `rapidrl"),
+        ("ppo-lstm", "Box", "`rapidrl train ppo` (feed-forward, local or --ray) and `rapidrl"),
         ("dqn", "Box", "and `rapidrl train sac` take them"),
         ("pqn", "Box", "and `rapidrl train sac` take them"),
         ("dqn", "MultiDiscrete", "not supported; supported: Discrete"),

@@ -117,15 +117,38 @@ class _LocalLoopSeededWorker(RolloutWorker):
             del self._act
 
 
-def test_ppo_serial_driver_matches_the_local_loop(tmp_path, monkeypatch):
+PPO_HOPPER = dataclasses.replace(
+    PPO_PRESETS["mujoco"],
+    num_envs=2,
+    num_steps=32,
+    envs_per_worker=2,
+    minibatches=4,
+    epochs=2,
+    log_every_frames=64,
+    checkpoint_every_frames=128,
+    max_frames=320,
+    lr_anneal_frames=320,
+    **RUN,
+)
+
+
+@pytest.mark.parametrize("base", ["cartpole", "hopper"])
+def test_ppo_serial_driver_matches_the_local_loop(tmp_path, monkeypatch, base):
     """With the local loop's random numbers (:class:`_LocalLoopSeededWorker`) the Ray driver
     takes the same steps, so every metrics row (timings aside) and the network and Adam state
     after every update are exactly the local loop's. Both build and train their network on one
     torch thread: the Ray driver builds it before it sets its learner threads, and the
-    orthogonal init rounds differently on another thread count (~2e-7)."""
+    orthogonal init rounds differently on another thread count (~2e-7). Hopper: continuous
+    actions (the Gaussian's samples, clipped where the worker sends them), input and reward
+    normalization (the driver's running returns) all equal the local loop's."""
+    if base == "hopper":
+        pytest.importorskip("mujoco")
     monkeypatch.setattr(sampler_module, "RolloutWorker", _LocalLoopSeededWorker)
     cfg = dataclasses.replace(
-        PPO_CARTPOLE, precision="fp32", checkpoint_every_frames=64, keep_checkpoints=10
+        PPO_CARTPOLE if base == "cartpole" else PPO_HOPPER,
+        precision="fp32",
+        checkpoint_every_frames=64,
+        keep_checkpoints=10,
     )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -146,7 +169,7 @@ def test_ppo_serial_driver_matches_the_local_loop(tmp_path, monkeypatch):
     assert header_s == [*header_l, "policy_lag", *RAY_COLUMNS]
     # One row per update: the episodes, returns and losses of each are the local loop's.
     assert [r["updates"] for r in rows_l] == ["1", "2", "3", "4", "5"]
-    assert int(rows_l[-1]["episodes"]) > 5  # CartPole episodes ended: returns are compared
+    assert int(rows_l[-1]["episodes"]) > 5  # episodes ended: returns are compared
     timings = {"seconds", "fps", "rollout_s", "update_s"}
     for row_l, row_s in zip(rows_l, rows_s, strict=True):
         assert {k: row_s[k] for k in header_l if k not in timings} == {

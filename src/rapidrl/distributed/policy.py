@@ -142,7 +142,9 @@ class QLambdaPolicy(nn.Module):
 
 
 class ActorCriticPolicy(nn.Module):
-    """Categorical sampling over ``net(obs) -> (logits [B, A], values [B] or [B, 1])``."""
+    """Categorical sampling over ``net(obs) -> (logits [B, A], values [B] or [B, 1])``; a net
+    with ``continuous`` set (PPO's Gaussian policy) samples through its own ``act`` (actions
+    ``[B, A]`` unclipped: the worker clips what it sends to the env's bounds)."""
 
     def __init__(self, net: nn.Module):
         super().__init__()
@@ -150,6 +152,9 @@ class ActorCriticPolicy(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, epsilon: torch.Tensor | None = None) -> dict:
+        if getattr(self.net, "continuous", False):
+            out = self.net.act(obs)
+            return {"actions": out.action, "logprobs": out.logprob, "values": out.value.reshape(-1)}
         logits, values = self.net(obs)
         logp_all = torch.log_softmax(logits, dim=-1)
         actions = torch.multinomial(logp_all.exp(), 1).squeeze(-1)

@@ -128,6 +128,10 @@ class RolloutWorker:
         try:
             self.obs_shape = tuple(self.venv.single_observation_space.shape)
             self.obs_dtype = np.dtype(self.venv.single_observation_space.dtype)
+            # Box actions (PPO's Gaussian policy): kept as sampled, clipped where they are sent.
+            space = self.venv.single_action_space
+            low, high = getattr(space, "low", None), getattr(space, "high", None)
+            self.action_bounds = None if low is None else (low, high, space.dtype)
             if len(self.obs_shape) >= 2 and self.obs_dtype != np.uint8:
                 raise TypeError(
                     f"image observations must be uint8 (got {self.obs_dtype} {self.obs_shape}): "
@@ -319,6 +323,9 @@ class RolloutWorker:
             actions[t] = a
             logprobs[t] = out["logprobs"].numpy()
             values[t] = out["values"].numpy()
+            if self.action_bounds is not None:
+                low, high, dtype = self.action_bounds
+                a = np.clip(a, low, high).astype(dtype, copy=False)
             self.obs, r, te, tr, infos = self.venv.step(a)
             rewards[t], terminated[t], truncated[t] = r, te, tr
             boot = np.flatnonzero(tr & ~te)  # time limit: bootstrap from V(final_obs)

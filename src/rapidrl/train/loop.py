@@ -201,7 +201,7 @@ def check_action_space(
         if not continuous:
             raise ConfigError(
                 f"{algo} needs a discrete action space; {env_id} has continuous actions "
-                f"{space}: `rapidrl train ppo` (its local loop, feed-forward) and `rapidrl train sac` take them"
+                f"{space}: `rapidrl train ppo` (feed-forward, local or --ray) and `rapidrl train sac` take them"
             )
         if len(space.shape) != 1:
             raise ConfigError(

@@ -15,7 +15,10 @@ directory and checkpoints, plus the ``ray_*`` columns and the ``ray`` section of
 (see :mod:`rapidrl.algos.dqn.ray_loop`).
 
 The workers act with their own copy of the config's feed-forward network
-(:class:`rapidrl.distributed.ActorCriticPolicy` around :func:`make_policy`); recurrent PPO is not
+(:class:`rapidrl.distributed.ActorCriticPolicy` around :func:`make_policy`): discrete actions, or
+a Gaussian policy's over a bounded ``Box`` (sampled actions kept, clipped to the bounds where the
+worker sends them, as in the local loop; with ``--reward-norm`` the driver scales the rewards by
+the running discounted return of each env, carried from rollout to rollout); recurrent PPO is not
 supported on Ray yet (``ConfigError``). Faults and resume: as every Ray driver's
 (:mod:`rapidrl.distributed.training`).
 """
@@ -36,17 +39,21 @@ from rapidrl.algos.ppo.learner import METRIC_COLUMNS, PPOLearner, TrainBatch, ma
 from rapidrl.config import ConfigError
 from rapidrl.distributed.policy import ActorCriticPolicy
 from rapidrl.distributed.training import RayDriver, acting_config, ray_algorithm
+from rapidrl.nets.normalize import scale_rewards
 from rapidrl.train.runner import run_training
 from rapidrl.train.session import LogEvent
 
 __all__ = ["actor_policy", "train_ray"]
 
 
-def actor_policy(cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int) -> ActorCriticPolicy:
+def actor_policy(
+    cfg: PPOConfig, obs_shape: tuple[int, ...], n_actions: int, continuous: bool = False
+) -> ActorCriticPolicy:
     """The acting policy of a Ray worker: the config's feed-forward actor-critic (channels_last
-    off: it acts on small batches), sampling its actions. Module-level so that a
-    ``functools.partial`` of it pickles."""
-    return ActorCriticPolicy(make_policy(acting_config(cfg), obs_shape, n_actions))
+    off: it acts on small batches), sampling its actions (``continuous``: a Gaussian policy over
+    ``n_actions`` dims). Module-level so that a ``functools.partial`` of it pickles."""
+    net = make_policy(acting_config(cfg), obs_shape, n_actions, continuous=continuous)
+    return ActorCriticPolicy(net)
 
 
 def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
@@ -55,7 +62,7 @@ def train_ray(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | Non
     update."""
     algo = ray_algorithm(
         "ppo", "PPO", (*METRIC_COLUMNS, "policy_lag"), learner=PPOLearner.for_env,
-        source=RaySource, iterate=iterate, recurrent=False,
+        source=RaySource, iterate=iterate, recurrent=False, continuous=not cfg.recurrent,
     )  # fmt: skip
     return run_training(cfg, algo, on_log=on_log)
 
@@ -70,7 +77,7 @@ class RaySource(RayDriver):
         self.start(
             cfg,
             env,
-            functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions),
+            functools.partial(actor_policy, cfg, env.obs_shape, env.n_actions, env.continuous),
             seed=env_seed,
         )
         n_envs = self.sampler.num_workers * self.sampler.envs_per_worker
@@ -82,6 +89,8 @@ class RaySource(RayDriver):
             )
         self.last_done = np.ones(n_envs, dtype=bool)
         self.lags: list[float] = []
+        # --reward-norm: each env's discounted return so far (the local loop's running returns).
+        self.running_returns = torch.zeros(n_envs, dtype=torch.float64, device=lrn.device)
 
     def row(self, lrn: PPOLearner, frames: int) -> dict[str, Any]:
         """The learner's row, the mean policy lag of the rollouts since the last, the Ray columns."""
@@ -103,19 +112,30 @@ def iterate(lrn: PPOLearner, source: RaySource, session: Any) -> None:
     # 3. Advantages: GAE with the workers' bootstrap values (truncation: V(final_obs); the last
     #    step: V of the observation after the rollout).
     t1 = time.perf_counter()
-    batch = _to_batch(r, source.last_done, lrn.device, cfg.gamma, cfg.gae_lambda)
+    rewards = None
+    if getattr(lrn.net, "reward_rms", None) is not None:  # --reward-norm, as the local loop
+        raw = torch.from_numpy(r.rewards).to(lrn.device)
+        ends = torch.from_numpy(r.terminated | r.truncated).to(lrn.device)
+        valid = torch.ones_like(ends)
+        rewards = scale_rewards(
+            raw, ends, valid, source.running_returns, cfg.gamma, lrn.net.reward_rms
+        ).cpu().numpy()  # fmt: skip
+    batch = _to_batch(r, source.last_done, lrn.device, cfg.gamma, cfg.gae_lambda, rewards)
     source.last_done = r.terminated[-1] | r.truncated[-1]
     # 4. PPO epochs: the local loop's update phase.
     lrn.train_on_rollout(batch, rollout_s=rollout_s, t_start=t1)
     session.bar.update(lrn.frames, lrn.tracker, upd=lrn.counters.updates)
 
 
-def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> TrainBatch:
+def _to_batch(
+    r, last_done: np.ndarray, device, gamma: float, lam: float, rewards: np.ndarray | None = None
+) -> TrainBatch:
     """A stacked :class:`rapidrl.distributed.RolloutBatch` -> the trainer's
-    :class:`rapidrl.algos.ppo.learner.TrainBatch` on ``device``, with GAE advantages and returns.
-    Every env holds ``num_steps`` steps (``valid`` all True). ``starts[t]``: ``obs[t]`` opens an
-    episode (``starts[0]`` from ``last_done``, the previous rollout's last step; unused by the
-    feed-forward update)."""
+    :class:`rapidrl.algos.ppo.learner.TrainBatch` on ``device``, with GAE advantages and returns
+    (of ``rewards`` where given: the scaled ones, else the batch's). Every env holds
+    ``num_steps`` steps (``valid`` all True). ``starts[t]``: ``obs[t]`` opens an episode
+    (``starts[0]`` from ``last_done``, the previous rollout's last step; unused by the
+    feed-forward update). Actions: ``[T, N]`` int64, or ``[T, N, A]`` float32 as sampled."""
     t_len, n = r.rewards.shape
 
     def dev(x: np.ndarray) -> torch.Tensor:
@@ -124,7 +144,13 @@ def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> Tra
     values = dev(r.values)
     terminated, truncated = dev(r.terminated), dev(r.truncated)
     advantages, returns = gae(
-        dev(r.rewards), values, dev(r.next_values()), terminated, truncated, gamma, lam
+        dev(r.rewards if rewards is None else rewards),
+        values,
+        dev(r.next_values()),
+        terminated,
+        truncated,
+        gamma,
+        lam,
     )
     done = terminated | truncated
     starts = torch.empty_like(done)
@@ -132,7 +158,7 @@ def _to_batch(r, last_done: np.ndarray, device, gamma: float, lam: float) -> Tra
     starts[1:] = done[:-1]
     return TrainBatch(
         dev(r.obs),
-        dev(r.actions).long(),
+        dev(r.actions) if r.actions.dtype.kind == "f" else dev(r.actions).long(),
         dev(r.logprobs),
         values,
         advantages,
