@@ -294,3 +294,21 @@ def test_suite_median_hns_has_no_reference_where_a_game_has_none():
     (m,) = suite_medians(summarize_suite(records))
     assert m["games"] == 2 and m["reference_hns"] == {"DQN": None, "Rainbow": None}
     assert m["hns"] == pytest.approx(((50.0 - 1.7) / 28.8 + 20.7 / 35.3) / 2)
+
+
+def test_a_mujoco_suite_of_ppo_and_sac(tmp_path):
+    """The suite machinery is not Atari's alone: Hopper-v5 with PPO (`mujoco`) and SAC, one
+    table and one curve, no human-normalized score or Dopamine reference (they are Atari's)."""
+    pytest.importorskip("mujoco")
+    b = BenchAtariConfig(
+        games="Hopper-v5", algos="ppo:mujoco,sac", seeds="1", max_frames=1024,
+        out_dir=str(tmp_path / "suite"),
+    )  # fmt: skip
+    extra = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
+    suite = bench_atari(b, extra)
+    assert [(r["algo"], r["preset"]) for r in suite["runs"]] == [("ppo", "mujoco"), ("sac", "sac")]
+    assert all("failed" not in r and r["frames"] >= 1024 for r in suite["runs"]), suite["runs"]
+    assert all(r["hns"] is None and r["reference"] is None for r in suite["runs"])
+    assert (tmp_path / "suite" / "curves-Hopper-v5.png").exists()
+    table = (tmp_path / "suite" / "suite.md").read_text()
+    assert "| Hopper-v5 | ppo:mujoco |" in table and "| Hopper-v5 | sac:sac |" in table
