@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -130,8 +131,8 @@ class RolloutWorker:
             self.obs_dtype = np.dtype(self.venv.single_observation_space.dtype)
             # Box actions (PPO's Gaussian policy): kept as sampled, clipped where they are sent.
             space = self.venv.single_action_space
-            low, high = getattr(space, "low", None), getattr(space, "high", None)
-            self.action_bounds = None if low is None else (low, high, space.dtype)
+            boxed = isinstance(space, gym.spaces.Box)
+            self.action_bounds = (space.low, space.high, space.dtype) if boxed else None
             if len(self.obs_shape) >= 2 and self.obs_dtype != np.uint8:
                 raise TypeError(
                     f"image observations must be uint8 (got {self.obs_dtype} {self.obs_shape}): "

@@ -1,9 +1,9 @@
 """Native C++ vectorizers: Atari through ``ale`` (``ale_py.AtariVectorEnv``) and ``envpool``,
 and Gymnasium's MuJoCo tasks through ``envpool``.
 
-For Atari both read the same options as ``rapidrl.envs.make_env`` (``AtariOptions``) and follow the vector
-API of :mod:`rapidrl.vector.api`: same-step autoreset, ``final_obs``, real unclipped episode
-statistics. Each runs as one or more *groups* (:mod:`rapidrl.vector.group`) under the shared
+For Atari both read the same options as ``rapidrl.envs.make_env`` (``AtariOptions``); all follow
+the vector API of :mod:`rapidrl.vector.api`: same-step autoreset, ``final_obs``, real unclipped
+episode statistics. Each runs as one or more *groups* (:mod:`rapidrl.vector.group`) under the shared
 bookkeeping of :class:`~rapidrl.vector.batched.BatchedVectorEnv`.
 
 How the protocol is mapped, and where it differs from ``make_env`` (read before comparing scores):

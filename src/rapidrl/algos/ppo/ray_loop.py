@@ -119,7 +119,7 @@ def iterate(lrn: PPOLearner, source: RaySource, session: Any) -> None:
         valid = torch.ones_like(ends)
         rewards = scale_rewards(
             raw, ends, valid, source.running_returns, cfg.gamma, lrn.net.reward_rms
-        ).cpu().numpy()  # fmt: skip
+        )
     batch = _to_batch(r, source.last_done, lrn.device, cfg.gamma, cfg.gae_lambda, rewards)
     source.last_done = r.terminated[-1] | r.truncated[-1]
     # 4. PPO epochs: the local loop's update phase.
@@ -128,11 +128,11 @@ def iterate(lrn: PPOLearner, source: RaySource, session: Any) -> None:
 
 
 def _to_batch(
-    r, last_done: np.ndarray, device, gamma: float, lam: float, rewards: np.ndarray | None = None
+    r, last_done: np.ndarray, device, gamma: float, lam: float, rewards: torch.Tensor | None = None
 ) -> TrainBatch:
     """A stacked :class:`rapidrl.distributed.RolloutBatch` -> the trainer's
     :class:`rapidrl.algos.ppo.learner.TrainBatch` on ``device``, with GAE advantages and returns
-    (of ``rewards`` where given: the scaled ones, else the batch's). Every env holds
+    (of ``rewards [T, N]`` on ``device`` where given: the scaled ones, else the batch's). Every env holds
     ``num_steps`` steps (``valid`` all True). ``starts[t]``: ``obs[t]`` opens an episode
     (``starts[0]`` from ``last_done``, the previous rollout's last step; unused by the
     feed-forward update). Actions: ``[T, N]`` int64, or ``[T, N, A]`` float32 as sampled."""
@@ -144,7 +144,7 @@ def _to_batch(
     values = dev(r.values)
     terminated, truncated = dev(r.terminated), dev(r.truncated)
     advantages, returns = gae(
-        dev(r.rewards if rewards is None else rewards),
+        dev(r.rewards) if rewards is None else rewards,
         values,
         dev(r.next_values()),
         terminated,
