@@ -297,11 +297,12 @@ def test_suite_median_hns_has_no_reference_where_a_game_has_none():
 
 
 def test_a_mujoco_suite_of_ppo_and_sac(tmp_path):
-    """The suite machinery is not Atari's alone: Hopper-v5 with PPO (`mujoco`) and SAC, one
-    table and one curve, no human-normalized score or Dopamine reference (they are Atari's)."""
+    """The suite machinery is not Atari's alone: Hopper-v5 with PPO (`mujoco`, which `ppo` alone
+    takes there) and SAC, one table and one curve, no human-normalized score or Dopamine
+    reference (they are Atari's)."""
     pytest.importorskip("mujoco")
     b = BenchAtariConfig(
-        games="Hopper-v5", algos="ppo:mujoco,sac", seeds="1", max_frames=1024,
+        games="Hopper-v5", algos="ppo,sac", seeds="1", max_frames=1024,
         out_dir=str(tmp_path / "suite"),
     )  # fmt: skip
     extra = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
@@ -312,3 +313,33 @@ def test_a_mujoco_suite_of_ppo_and_sac(tmp_path):
     assert (tmp_path / "suite" / "curves-Hopper-v5.png").exists()
     table = (tmp_path / "suite" / "suite.md").read_text()
     assert "| Hopper-v5 | ppo:mujoco |" in table and "| Hopper-v5 | sac:sac |" in table
+
+
+def test_an_algo_without_a_preset_takes_what_its_trainer_takes_on_each_env():
+    """`rapidrl train ppo --env Hopper-v5` trains `mujoco`; a suite, a solve and a sweep that
+    name `ppo` alone on that env do the same, and keep `lean` on an Atari game."""
+    pytest.importorskip("mujoco")
+    from rapidrl.bench.solve import BenchSolveConfig
+    from rapidrl.sweep.spec import parse_spec
+
+    b = BenchAtariConfig(games="pong,Hopper-v5", algos="ppo,sac", seeds="1")
+    assert [(r.game, r.algo, r.preset) for r in b.runs()] == [
+        ("pong", "ppo", "lean"), ("pong", "sac", "sac"),
+        ("Hopper-v5", "ppo", "mujoco"), ("Hopper-v5", "sac", "sac"),
+    ]  # fmt: skip
+    assert BenchSolveConfig(algo="ppo", env="Hopper-v5").suite().algo_list() == [("ppo", "mujoco")]
+    budget, space = {"trials": 2}, {"lr": {"loguniform": [1e-4, 1e-3]}}
+    assert (
+        parse_spec({"algo": "ppo", "env": "Hopper-v5", "budget": budget, "space": space}).preset
+        == "mujoco"
+    )
+    assert (
+        parse_spec({"algo": "ppo", "env": ["pong"], "budget": budget, "space": space}).preset
+        == "lean"
+    )
+    assert (
+        parse_spec(
+            {"algo": "ppo", "env": "Hopper-v5", "preset": "lean", "budget": budget, "space": space}
+        ).preset
+        == "lean"
+    )

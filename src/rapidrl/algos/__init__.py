@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ALGOS", "DEFAULT_PRESETS"]
+__all__ = ["ALGOS", "DEFAULT_PRESETS", "default_preset"]
 
 DEFAULT_PRESETS: dict[str, str] = {
     # lean: the recipe of the Atari suite's table (docs/results/atari_ppo_lean_zen5) and the
@@ -23,3 +23,13 @@ DEFAULT_PRESETS: dict[str, str] = {
     "sac": "sac",
 }
 ALGOS: tuple[str, ...] = tuple(DEFAULT_PRESETS)
+
+
+def default_preset(algo: str, env: str | None = None) -> str:
+    """The preset ``rapidrl train ALGO --env ENV`` takes without ``--preset``: the algorithm's
+    default, except PPO on an env with continuous actions (``mujoco``), as the trainer decides."""
+    if algo == "ppo" and env is not None:
+        from rapidrl.algos.ppo.train import default_ppo_preset
+
+        return default_ppo_preset(["--env", env])
+    return DEFAULT_PRESETS[algo]

@@ -50,7 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rapidrl.algos import ALGOS, DEFAULT_PRESETS
+from rapidrl.algos import ALGOS, DEFAULT_PRESETS, default_preset
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
 from rapidrl.train.launch import (
@@ -279,8 +279,8 @@ class BenchAtariConfig:
     (Atari-5 and five more: a closer prediction), atari57."""
     algos: str = "ppo:lean"
     """Comma-separated ALGO:PRESET pairs (ppo, ppo-lstm, dqn, rainbow, pqn), e.g.
-    ppo:lean,dqn:fast,rainbow:rainbow. ALGO alone takes its trainer's default preset (lean for
-    ppo)."""
+    ppo:lean,dqn:fast,rainbow:rainbow. ALGO alone takes the preset its trainer takes on each game
+    (ppo: lean on Atari, mujoco on a MuJoCo env)."""
     seeds: str = "1"
     """Comma-separated seeds."""
     max_frames: int | None = 10_000_000
@@ -350,7 +350,9 @@ class BenchAtariConfig:
             out += GAME_SETS.get(_key(item), (item,))
         return list(dict.fromkeys(out))
 
-    def algo_list(self) -> list[tuple[str, str]]:
+    def algo_list(self, game: str | None = None) -> list[tuple[str, str]]:
+        """``(algo, preset)`` pairs; an ALGO without a preset takes the one ``rapidrl train ALGO
+        --env GAME`` takes (PPO on a MuJoCo game: ``mujoco``)."""
         out = []
         for item in (a.strip() for a in self.algos.split(",") if a.strip()):
             algo, _, preset = item.partition(":")
@@ -359,7 +361,7 @@ class BenchAtariConfig:
                     f"--algos: unknown algorithm {algo!r} in {item!r}; choose from "
                     f"{', '.join(ALGOS)} (as ALGO:PRESET, e.g. ppo:lean)"
                 )
-            out.append((algo, preset or _default_preset(algo)))
+            out.append((algo, preset or default_preset(algo, game)))
         if not out:
             raise ConfigError("--algos needs at least one ALGO:PRESET, e.g. ppo:lean")
         if len(set(out)) != len(out):
@@ -379,13 +381,9 @@ class BenchAtariConfig:
         return [
             RunSpec(game, algo, preset, seed)
             for game in self.game_list()
-            for algo, preset in self.algo_list()
+            for algo, preset in self.algo_list(game)
             for seed in self.seed_list()
         ]
-
-
-def _default_preset(algo: str) -> str:
-    return DEFAULT_PRESETS[algo]
 
 
 @dataclass(frozen=True)

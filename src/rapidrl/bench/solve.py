@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rapidrl.algos import DEFAULT_PRESETS
+from rapidrl.algos import default_preset
 from rapidrl.bench.atari import BenchAtariConfig, check_recipes, run_locally, write_results
 from rapidrl.config import ConfigError
 from rapidrl.hardware import describe, hardware_record
@@ -69,8 +69,8 @@ class BenchSolveConfig:
     algo: Literal["ppo", "ppo-lstm", "dqn", "rainbow", "pqn", "sac"] = "ppo"
     """The trainer: rapidrl train ALGO."""
     preset: str | None = None
-    """Its preset (--preset); None: the trainer's default (``rapidrl.algos.DEFAULT_PRESETS``:
-    lean for ppo)."""
+    """Its preset (--preset); None: the one ``rapidrl train ALGO --env ENV`` takes (ppo: lean,
+    mujoco on an env with continuous actions)."""
     env: str = "pong"
     """Env id or alias."""
     seeds: str = "1,2,3"
@@ -110,7 +110,7 @@ class BenchSolveConfig:
     def suite(self) -> BenchAtariConfig:
         """The one-game suite this bench runs: every seed to the stop score or the budget."""
         return BenchAtariConfig(
-            games=self.env, algos=f"{self.algo}:{self.preset or DEFAULT_PRESETS[self.algo]}",
+            games=self.env, algos=f"{self.algo}:{self.preset or default_preset(self.algo, self.env)}",
             seeds=self.seeds, max_frames=self.max_frames, max_minutes=self.max_minutes,
             stop_at_score="auto", out_dir=self.out_dir, grace_minutes=self.grace_minutes,
         )  # fmt: skip
@@ -261,7 +261,7 @@ def bench_solve(b: BenchSolveConfig, extra: Sequence[str] = (), argv: Sequence[s
     """Run every seed (a one-game suite), write solve.json / solve.md / solve.png, return the
     result."""
     if b.preset is None:
-        b = dataclasses.replace(b, preset=DEFAULT_PRESETS[b.algo])
+        b = dataclasses.replace(b, preset=default_preset(b.algo, b.env))
     b.validate()
     suite = b.suite()
     try:

@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from rapidrl.algos import ALGOS, DEFAULT_PRESETS
+from rapidrl.algos import ALGOS, default_preset
 from rapidrl.config import ConfigError, config_from_dict, config_to_dict, read_config_file
 
 __all__ = ["ALGOS", "Range", "SweepSpec", "load_spec", "parse_spec", "trial_config"]
@@ -159,7 +159,13 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
     if algo not in ALGOS:
         raise ConfigError(f"sweep spec: algo must be one of {', '.join(ALGOS)}; got {algo!r}")
     cls, presets, columns = _trainer(algo)
-    preset = data.get("preset", DEFAULT_PRESETS[algo])
+    env = data.get("env")  # without a preset, PPO on a MuJoCo env takes mujoco, as its trainer does
+    env = env[0] if isinstance(env, list) and env else env
+    preset = (
+        data["preset"]
+        if "preset" in data
+        else default_preset(algo, env if isinstance(env, str) else None)
+    )
     if preset not in presets:
         raise ConfigError(
             f"sweep spec: {algo} has no preset {preset!r}{_close(str(preset), presets)}; "
