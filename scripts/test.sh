@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test,envpool,mujoco,ray,sb3,sweep,wandb
 . .venv/bin/activate
-ruff check src tests examples benchmarks
+ruff check src tests examples benchmarks scripts
 # Two test processes (pytest-xdist): much of the suite waits on env workers, Ray and process
 # starts, so on 2 cores the first stage takes ~0.6-0.65x the time of one process (measured on a
 # 2-core Zen 3: 286-300 s against 458 s then; 560 s with two at f6a3754, the suite having grown). The Ray tests form one group (xdist_group "ray"): they run one
