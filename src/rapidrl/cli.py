@@ -10,7 +10,7 @@ USAGE = """usage: rapidrl COMMAND [ARGS]
 
 commands:
   train dqn      DQN family on one modular agent (--preset lean|fast|dqn|rainbow; default lean)
-  train rainbow  the same with the rainbow preset
+  train rainbow  the same, default preset rainbow-lean (--preset rainbow: the paper's Rainbow)
   train ppo      PPO (--preset lean|ppo|fast|cartpole; default lean)
   train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)
   train pqn      PQN: online Q(lambda), no replay, no target net (--preset fast|pqn|cartpole)

@@ -436,6 +436,13 @@ def test_presets_validate_and_document_every_field():
     r = PRESETS["rainbow"]
     assert r.n_step == 3 and r.double and r.dueling and r.noisy and r.prioritized
     assert r.distributional and r.update_batch == 32
+    # rainbow-lean (the default of rapidrl train rainbow) is lean and two of Rainbow's parts.
+    from rapidrl.algos import DEFAULT_PRESETS
+
+    assert DEFAULT_PRESETS["rainbow"] == "rainbow-lean"
+    assert PRESETS["rainbow-lean"] == dataclasses.replace(
+        PRESETS["lean"], double=True, distributional=True
+    )
     # The class and its base (TrainerConfig: the fields every trainer shares).
     lines = [ln for cls in DQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for f in dataclasses.fields(DQNConfig):
@@ -528,7 +535,9 @@ def test_cli_train_resume_and_rainbow(tmp_path, capsys):
     rb = str(tmp_path / "rb")
     assert cli.main(["train", "rainbow", *common, "--max-frames", "200", "--run-dir", rb]) == 0
     saved = json.loads(open(os.path.join(rb, "config.json")).read())
-    assert saved["distributional"] and saved["noisy"] and saved["prioritized"]
+    # rainbow-lean: lean with double DQN and C51, epsilon-greedy, uniform replay.
+    assert saved["distributional"] and saved["double"] and saved["n_step"] == 3
+    assert not saved["noisy"] and not saved["prioritized"] and saved["obs_norm"]
 
 
 # --------------------------------------------------------------------------------------------

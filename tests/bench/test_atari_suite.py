@@ -84,7 +84,7 @@ def test_runs_and_default_presets():
     b = BenchAtariConfig(games="breakout,pong", algos="ppo,rainbow,dqn:fast", seeds="1,2")
     runs = b.runs()
     assert len(runs) == 12 and runs[0] == RunSpec("breakout", "ppo", "lean", 1)
-    assert {r.label for r in runs} == {"ppo:lean", "rainbow:rainbow", "dqn:fast"}
+    assert {r.label for r in runs} == {"ppo:lean", "rainbow:rainbow-lean", "dqn:fast"}
     assert runs[0].run_dir("out").as_posix() == "out/breakout/ppo-lean/seed-1"
 
 

@@ -97,6 +97,8 @@ def test_profile_of_dqn_and_rainbow(tmp_path, monkeypatch, algo):
     argv = ["--env", "CartPole-v1", "--num-envs", "2", "--backend", "serial", "--torch-threads"]
     argv += ["1", "--learning-starts", "64", "--buffer-size", "1000", "--batch-size", "8"]
     argv += ["--steps-per-update", "2", "--epsilon-start", "0.5"]  # some greedy acting
+    if algo == "rainbow":
+        argv += ["--preset", "rainbow"]  # the paper's, with PER (rainbow-lean has none)
     result = profile(b, argv)
     s = result["summary"]
     assert s["frames"] == 32 and s["updates"] == 16  # 16 vector steps of 2 envs; 1 update each

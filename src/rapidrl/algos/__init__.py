@@ -17,7 +17,9 @@ DEFAULT_PRESETS: dict[str, str] = {
     # lean: Pong solved in a sixth of fast's time on a 2-core Zen 3 without bf16
     # (docs/presets.md#dqn-lean).
     "dqn": "lean",
-    "rainbow": "rainbow",
+    # rainbow-lean: the first Rainbow to solve Pong within 20 minutes on 2 cores (median of 3;
+    # docs/presets.md#dqn-rainbow-lean).
+    "rainbow": "rainbow-lean",
     "pqn": "fast",
     # sac: CleanRL's sac_continuous_action.py settings, the only SAC recipe so far.
     "sac": "sac",

@@ -13,7 +13,7 @@ step, does not depend on k: k trades many small updates for fewer large ones, wh
 vector units busier per sample. Rainbow's "batch 32 every 4 steps" is ``B=8, k=4``.
 
 Presets (``--preset NAME``; ``rapidrl train dqn`` defaults to ``lean``, ``rapidrl train rainbow``
-is ``--preset rainbow``; the reasoning and the measurements behind each: docs/presets.md):
+to ``rainbow-lean``; the reasoning and the measurements behind each: docs/presets.md):
 
 - ``dqn``: the reference -- 1 env, batch 32 after every step, MSE loss, Adam 1e-4, epsilon
   1.0 -> 0.02 over the first 100k steps, target sync every 1k steps, replay 100k prefilled with
@@ -21,6 +21,8 @@ is ``--preset rainbow``; the reasoning and the measurements behind each: docs/pr
 - ``rainbow``: n-step 3 + double + dueling + noisy + prioritized + C51, adapted for Pong.
 - ``lean``: the default: ``fast``'s learning settings on 52x52 frames, two of them, normalized
   per pixel, a narrower torso, updates of 256 at lr 5e-4, no double DQN.
+- ``rainbow-lean``: ``lean`` with double DQN and C51: Rainbow's n-step, double, dueling and
+  distributional parts on ``lean``'s input, epsilon-greedy and uniform replay (no noisy nets, no PER).
 - ``fast``: n-step 3 + double + dueling on 84x84x4 at the Nature replay ratio (the default
   before ``lean``).
 - ``base``, ``n-step``, ``double``, ``dueling``, ``noisy``, ``per``, ``c51``, ``rainbow-fast``: the
@@ -345,6 +347,10 @@ PRESETS["lean"] = dataclasses.replace(
     steps_per_update=32,
     lr=5e-4,
 )
+# rainbow-lean: lean with double DQN and C51 (Rainbow's n-step, double, dueling and C51 on lean's
+# input; epsilon-greedy and uniform replay, since noisy nets and PER started slower there): Pong
+# in 19.0 min, median of 3, on a 2-core Zen 4 with bf16 (docs/presets.md#dqn-rainbow-lean).
+PRESETS["rainbow-lean"] = dataclasses.replace(PRESETS["lean"], double=True, distributional=True)
 
 # The reference article's eight systems, side by side: `base` (plain DQN on fast's machinery) and
 # base + each component; Pong at 4M frames, one seed each (docs/presets.md#dqn-eight-systems).

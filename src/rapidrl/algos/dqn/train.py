@@ -229,10 +229,11 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
 
 
 def main_dqn(argv: Sequence[str]) -> int:
-    """``rapidrl train dqn [--preset lean|fast|dqn|rainbow] [--FIELD VALUE ...]`` (default: lean)."""
+    """``rapidrl train dqn [--preset lean|fast|dqn|rainbow|rainbow-lean] [--FIELD VALUE ...]``
+    (default: lean)."""
     return _main(argv, "rapidrl train dqn", DEFAULT_PRESETS["dqn"])
 
 
 def main_rainbow(argv: Sequence[str]) -> int:
-    """``rapidrl train rainbow [--FIELD VALUE ...]``: the rainbow preset."""
+    """``rapidrl train rainbow [--preset NAME] [--FIELD VALUE ...]`` (default: rainbow-lean)."""
     return _main(argv, "rapidrl train rainbow", DEFAULT_PRESETS["rainbow"])
