@@ -30,8 +30,23 @@ ALGOS: tuple[str, ...] = tuple(DEFAULT_PRESETS)
 def default_preset(algo: str, env: str | None = None) -> str:
     """The preset ``rapidrl train ALGO --env ENV`` takes without ``--preset``: the algorithm's
     default, except PPO on an env with continuous actions (``mujoco``), as the trainer decides."""
-    if algo == "ppo" and env is not None:
-        from rapidrl.algos.ppo.train import default_ppo_preset
-
-        return default_ppo_preset(["--env", env])
+    if algo == "ppo" and env is not None and _has_continuous_actions(env):
+        return "mujoco"
     return DEFAULT_PRESETS[algo]
+
+
+def _has_continuous_actions(env_id: str) -> bool:
+    import gymnasium as gym
+
+    from rapidrl.envs import make_env, resolve_env
+
+    try:
+        if resolve_env(env_id).is_atari:
+            return False
+        env = make_env(env_id)
+    except Exception:  # an unknown or broken env: the trainer's own start says what is wrong
+        return False
+    try:
+        return isinstance(env.action_space, gym.spaces.Box)
+    finally:
+        env.close()

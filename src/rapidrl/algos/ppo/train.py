@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rapidrl.algos import DEFAULT_PRESETS
+from rapidrl.algos import DEFAULT_PRESETS, default_preset
 from rapidrl.algos.eval import restore_for_eval
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.learner import (
@@ -352,24 +352,7 @@ def default_ppo_preset(argv: Sequence[str]) -> str:
     env = flag_value(list(argv), "--env")
     if env is None or any(flag_value(list(argv), f) for f in ("--preset", "--config", "--resume")):
         return default
-    return "mujoco" if _has_continuous_actions(env) else default
-
-
-def _has_continuous_actions(env_id: str) -> bool:
-    import gymnasium as gym
-
-    from rapidrl.envs import make_env, resolve_env
-
-    try:
-        if resolve_env(env_id).is_atari:
-            return False
-        env = make_env(env_id)
-    except Exception:  # an unknown or broken env: the trainer's own start says what is wrong
-        return False
-    try:
-        return isinstance(env.action_space, gym.spaces.Box)
-    finally:
-        env.close()
+    return default_preset("ppo", env)
 
 
 def main_ppo_lstm(argv: Sequence[str]) -> int:
