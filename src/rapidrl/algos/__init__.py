@@ -17,8 +17,8 @@ DEFAULT_PRESETS: dict[str, str] = {
     # lean: Pong solved in a sixth of fast's time on a 2-core Zen 3 without bf16
     # (docs/presets.md#dqn-lean).
     "dqn": "lean",
-    # rainbow-lean: the first Rainbow to solve Pong within 20 minutes on 2 cores (median of 3;
-    # docs/presets.md#dqn-rainbow-lean).
+    # rainbow-lean: the first Rainbow to solve Pong within 20 minutes on 2 cores (a Zen 4 with
+    # bf16, median of 3; docs/presets.md#dqn-rainbow-lean).
     "rainbow": "rainbow-lean",
     "pqn": "fast",
     # sac: CleanRL's sac_continuous_action.py settings, the only SAC recipe so far.
