@@ -12,8 +12,8 @@ members, no times or owners), so packing an unchanged record changes nothing in 
     python scripts/records.py unpack docs/results/pong_dqn_lean_zen4
     python scripts/records.py check docs/results                      # no loose data file left
 
-Kept as files (``KEEP``): Markdown, PNG curves, YAML specs, and the tables a reader opens first
-(``suite.json``, ``solve.json``, ``sweep.json``, ``sweep.csv``, ``best.json``).
+Kept as files (``KEEP``): Markdown (the READMEs and the ``suite.md`` / ``solve.md`` / ``sweep.md``
+tables), PNG curves, YAML specs and a sweep's ``best.json`` (a ``--config`` file).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import tarfile
 from pathlib import Path
 
 ARCHIVE = "data.tar.gz"
-KEEP = ("*.md", "*.png", "*.yaml", "suite.json", "solve.json", "sweep.json", "sweep.csv")
-KEEP += ("best.json",)
+KEEP = ("*.md", "*.png", "*.yaml", "best.json")
 
 
 def is_kept(name: str) -> bool:

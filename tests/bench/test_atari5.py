@@ -27,7 +27,7 @@ from rapidrl.bench.atari import (
 TEN_M = 10_027_008  # frames a 10M-frame run ends at (reference_scores reads Dopamine at 10M)
 
 # PPO lean's 4-epoch suite at 10M frames, each game the median of seeds 1-3
-# (docs/results/atari_ppo_lean_zen5/suite.json).
+# (docs/results/atari_ppo_lean_zen5/suite.md; suite.json in its data.tar.gz).
 LEAN_4_EPOCHS = {
     "battle_zone": 19_660.0, "double_dunk": -14.86, "name_this_game": 6_972.5,
     "phoenix": 4_087.3, "qbert": 5_334.5,

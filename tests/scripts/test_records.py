@@ -21,6 +21,7 @@ def load_records():
 
 FILES = {
     "README.md": b"# a record\n",
+    "solve.md": b"| seed | minutes |\n",
     "solve.json": b'{"median": 9.7}\n',
     "solve.png": b"\x89PNG not really",
     "spec.yaml": b"algo: dqn\n",
@@ -30,7 +31,7 @@ FILES = {
     "seed-1/metrics.csv.gz": b"\x1f\x8b gzipped rows",
     "probe/threads.txt": b"1 thread: 10 ms\n",
 }
-KEPT = {"README.md", "solve.json", "solve.png", "spec.yaml"}
+KEPT = {"README.md", "solve.md", "solve.png", "spec.yaml"}
 
 
 def write(folder: Path, files: dict[str, bytes]) -> None:
