@@ -197,6 +197,10 @@ def test_run_state_and_command(tmp_path):
     assert run_state(run_dir) == "done"
 
 
+# What every small training run of these tests adds to its trainer's command line.
+TINY_RUN = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
+
+
 def test_a_stopped_suite_goes_on_where_it_left_off(tmp_path):
     """Two CartPole runs to the end; then seed 2 is made "stopped before its end" (its summary
     gone, its checkpoints kept) and a third run's dir holds only a torn start. Run again: seed 1
@@ -205,8 +209,7 @@ def test_a_stopped_suite_goes_on_where_it_left_off(tmp_path):
         games="CartPole-v1", algos="ppo:cartpole", seeds="1,2", max_frames=1024,
         out_dir=str(tmp_path / "suite"),
     )  # fmt: skip
-    extra = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
-    first = bench_atari(b, extra)
+    first = bench_atari(b, TINY_RUN)
     assert [r["seed"] for r in first["runs"]] == [1, 2]
     assert all("failed" not in r and r["frames"] >= 1024 for r in first["runs"])
     assert first["runs"][0]["hns"] is None and first["runs"][0]["reference"] is None
@@ -217,7 +220,7 @@ def test_a_stopped_suite_goes_on_where_it_left_off(tmp_path):
     torn.mkdir(parents=True)
     (torn / "config.json").write_text("{")
 
-    again = bench_atari(BenchAtariConfig(**{**b.__dict__, "seeds": "1,2,3"}), extra)
+    again = bench_atari(BenchAtariConfig(**{**b.__dict__, "seeds": "1,2,3"}), TINY_RUN)
     assert (seed1 / "summary.json").read_bytes() == kept
     log2 = (seed2.parent / "seed-2.log").read_text()
     assert "resumed" in log2
@@ -305,8 +308,7 @@ def test_a_mujoco_suite_of_ppo_and_sac(tmp_path):
         games="Hopper-v5", algos="ppo,sac", seeds="1", max_frames=1024,
         out_dir=str(tmp_path / "suite"),
     )  # fmt: skip
-    extra = ["--torch-threads", "1", "--no-tensorboard", "--log-every-seconds", "0"]
-    suite = bench_atari(b, extra)
+    suite = bench_atari(b, TINY_RUN)
     assert [(r["algo"], r["preset"]) for r in suite["runs"]] == [("ppo", "mujoco"), ("sac", "sac")]
     assert all("failed" not in r and r["frames"] >= 1024 for r in suite["runs"]), suite["runs"]
     assert all(r["hns"] is None and r["reference"] is None for r in suite["runs"])
