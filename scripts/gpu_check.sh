@@ -5,6 +5,9 @@
 # docs/results/gpu_h200/README.md). Usage: bash scripts/gpu_check.sh OUT_DIR [DEVICE] [PQN_MIN] [PPO_MIN]
 # The PPO solve runs the preset PPO_PRESET (default lean: input and value normalization and
 # the KL-adaptive rate, never yet run on CUDA); PQN_ARGS / PPO_ARGS add trainer arguments.
+# SMOKE="pqn ppo ..." picks the smoke steps (default all; "none" for none); SOLVES="dqn:lean:5
+# ppo:lean:2" replaces the two solves with `bench solve --algo A --preset P --max-minutes M` each
+# (the open issues' GPU targets); EXTRA="CMD" runs one more command last (its rc is recorded).
 set -u
 out="${1:?usage: gpu_check.sh OUT_DIR [DEVICE] [PQN_MIN] [PPO_MIN]}"
 device="${2:-cuda}"
@@ -31,17 +34,24 @@ step() {  # step NAME TIMEOUT_S CMD...: run, record rc and seconds
 log "host: $(nproc) cpus; $(nvidia-smi -L 2>/dev/null | head -1)"
 $py -c "import torch, ale_py, gymnasium, tyro; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-', 'ale_py', ale_py.__version__)"
 common=(--env pong --device "$device" --no-tensorboard --log-every-seconds 2 --no-progress)
-step pqn 90 $py -m rapidrl train pqn "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/pqn"
-step pqn_resume 90 $py -m rapidrl train pqn --resume "$R/pqn" --device "$device" --max-frames $((smoke_frames * 2))
-step pqn_eval 90 $py -m rapidrl eval "$R/pqn" --episodes 2 --device "$device" --max-steps 3000
-step ppo 90 $py -m rapidrl train ppo "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/ppo"
-step ppo_lean 90 $py -m rapidrl train ppo "${common[@]}" --preset lean --max-frames "$smoke_frames" --run-dir "$R/ppo_lean"
-step ppo_lstm 90 $py -m rapidrl train ppo-lstm "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/ppo_lstm"
-step dqn 90 $py -m rapidrl train dqn "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/dqn"
-step rainbow 90 $py -m rapidrl train rainbow "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/rainbow"
-# Time to solve: one seed each (the lease's minutes), PQN first (its <= 5 min target).
-step solve_pqn $(python3 -c "print(int($pqn_min * 60 + 150))") $py -m rapidrl bench solve --algo pqn --preset fast --seeds 1 --max-minutes "$pqn_min" --out-dir "$R/solve_pqn" -- --device "$device" ${PQN_ARGS:-}
-step solve_ppo $(python3 -c "print(int($ppo_min * 60 + 150))") $py -m rapidrl bench solve --algo ppo --preset "${PPO_PRESET:-lean}" --seeds 1 --max-minutes "$ppo_min" --out-dir "$R/solve_ppo" -- --device "$device" ${PPO_ARGS:-}
+smoke="${SMOKE:-pqn pqn_resume pqn_eval ppo ppo_lean ppo_lstm dqn rainbow}"
+want() { [[ " $smoke " == *" $1 "* ]]; }
+want pqn && step pqn 90 $py -m rapidrl train pqn "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/pqn"
+want pqn_resume && step pqn_resume 90 $py -m rapidrl train pqn --resume "$R/pqn" --device "$device" --max-frames $((smoke_frames * 2))
+want pqn_eval && step pqn_eval 90 $py -m rapidrl eval "$R/pqn" --episodes 2 --device "$device" --max-steps 3000
+want ppo && step ppo 90 $py -m rapidrl train ppo "${common[@]}" --preset ppo --max-frames "$smoke_frames" --run-dir "$R/ppo"
+want ppo_lean && step ppo_lean 90 $py -m rapidrl train ppo "${common[@]}" --preset lean --max-frames "$smoke_frames" --run-dir "$R/ppo_lean"
+want ppo_lstm && step ppo_lstm 90 $py -m rapidrl train ppo-lstm "${common[@]}" --max-frames "$smoke_frames" --run-dir "$R/ppo_lstm"
+want dqn && step dqn 90 $py -m rapidrl train dqn "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/dqn"
+want rainbow && step rainbow 90 $py -m rapidrl train rainbow "${common[@]}" --max-frames "$smoke_frames" --learning-starts 1000 --run-dir "$R/rainbow"
+# Time to solve: one seed each (the lease's minutes).
+solves="${SOLVES:-pqn:fast:$pqn_min ppo:${PPO_PRESET:-lean}:$ppo_min}"
+for spec in $solves; do
+  IFS=: read -r algo preset minutes <<< "$spec"
+  args=""; [ "$algo" = pqn ] && args="${PQN_ARGS:-}"; [ "$algo" = ppo ] && args="${PPO_ARGS:-}"
+  step "solve_${algo}_$preset" $(python3 -c "print(int($minutes * 60 + 150))") $py -m rapidrl bench solve --algo "$algo" --preset "$preset" --seeds 1 --max-minutes "$minutes" --out-dir "$R/solve_${algo}_$preset" -- --device "$device" $args
+done
+[ -n "${EXTRA:-}" ] && step extra 600 bash -c "$EXTRA"
 printf '%s\n' "${status[@]}" | tee "$out/status.txt"
-for d in solve_pqn solve_ppo; do [ -f "$R/$d/solve.md" ] && { echo "== $d"; cat "$R/$d/solve.md"; }; done
+for f in "$R"/solve_*/solve.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
 tar --exclude='checkpoints' --exclude='tb' --exclude='*.pt' -czf "$out/runs.tgz" -C "$R" . && ls -la "$out"
