@@ -317,3 +317,40 @@ def test_env_benchmarks_step_continuous_action_spaces():
     assert rec["steps_per_s"] > 0
     rec = measure("Hopper-v5", Layout("ceiling", 1), seconds=0.2, warmup=0.05)
     assert rec["steps_per_s"] > 0
+
+
+def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(tmp_path):
+    from torch import nn
+
+    from rapidrl.algos.ppo.config import PPOConfig
+    from rapidrl.algos.ppo.learner import make_policy
+    from rapidrl.config import ConfigError, config_from_dict
+
+    cfg = dataclasses.replace(
+        PRESETS["mujoco"], mlp_widths=(256, 128, 64), mlp_activation="elu", shared_torso=True
+    )
+    net = make_policy(cfg, (11,), 3, continuous=True)
+    linears = [m for m in net.torso.net if isinstance(m, nn.Linear)]
+    assert [m.out_features for m in linears] == [256, 128, 64]
+    assert isinstance(net.torso.net[1], nn.ELU) and net.critic_torso is None
+    assert net.actor.in_features == 64 and net.critic.in_features == 64
+    # The separate critic (the preset's) gets the same widths.
+    sep = make_policy(dataclasses.replace(cfg, shared_torso=False), (11,), 3, continuous=True)
+    assert [m.out_features for m in sep.critic_torso.net if isinstance(m, nn.Linear)] == [
+        256,
+        128,
+        64,
+    ]
+    # config.json holds a list; the config read back (resume, eval) is the same net.
+    data = __import__("json").loads(__import__("json").dumps(dataclasses.asdict(cfg)))
+    back = config_from_dict(PPOConfig, data)
+    assert back.mlp_widths == (256, 128, 64) and back == cfg
+    same = make_policy(back, (11,), 3, continuous=True)
+    assert {k: v.shape for k, v in same.state_dict().items()} == {
+        k: v.shape for k, v in net.state_dict().items()
+    }
+    # Bad input names the flag; an image env refuses the MLP's flags instead of ignoring them.
+    with pytest.raises(ConfigError, match="--mlp-widths needs one or more positive widths"):
+        dataclasses.replace(cfg, mlp_widths=(64, 0)).validate()
+    with pytest.raises(ConfigError, match="--mlp-widths and --mlp-activation shape the MLP"):
+        make_policy(dataclasses.replace(PRESETS["lean"], mlp_activation="elu"), (2, 52, 52), 6)

@@ -280,3 +280,34 @@ def test_to_channels_last_chunks_and_views(monkeypatch):
     assert to_channels_last(already) is already
     flat = torch.zeros(3, 4)
     assert to_channels_last(flat) is flat
+
+
+def test_the_mlp_torso_takes_widths_and_an_activation_and_keeps_its_default_layout():
+    from torch import nn
+
+    from rapidrl.nets.torso import MLP
+
+    # The default is CleanRL's 64 x 64 tanh, with the parameter names checkpoints already hold.
+    default = make_torso((11,))
+    assert [type(m) for m in default.net] == [nn.Linear, nn.Tanh, nn.Linear, nn.Tanh]
+    assert list(default.state_dict()) == [
+        "net.0.weight",
+        "net.0.bias",
+        "net.2.weight",
+        "net.2.bias",
+    ]
+    assert list(MLP(11).state_dict()) == list(default.state_dict())
+    # rl_games' MuJoCo torso: 256 128 64, elu; --torso-dim replaces the last width.
+    wide = make_torso((11,), mlp_widths=(256, 128, 64), mlp_activation="elu")
+    linears = [m for m in wide.net if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(11, 256), (256, 128), (128, 64)]
+    assert all(isinstance(m, nn.ELU) for m in wide.net[1::2]) and wide.out_dim == 64
+    assert make_torso((11,), out_dim=32, mlp_widths=(256, 128, 64)).out_dim == 32
+    x = torch.randn(5, 11)
+    assert wide(x).shape == (5, 64)
+    one = make_torso((11,), mlp_widths=(16,), mlp_activation="relu")
+    assert [type(m) for m in one.net] == [nn.Linear, nn.ReLU] and one(x).shape == (5, 16)
+    with pytest.raises(ValueError, match="unknown MLP activation 'gelu'"):
+        make_torso((11,), mlp_activation="gelu")
+    with pytest.raises(ValueError, match="MLP widths must be one or more positive ints"):
+        make_torso((11,), mlp_widths=())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -174,18 +175,36 @@ class SmallCNN(ConvTorso):
 TORSOS = ("nature", "small")
 
 
-class MLP(nn.Module):
-    """Torso for vector observations (classic control): ``[B, obs_dim]`` -> ``[B, out_dim]``:
-    linear(hidden), Tanh, linear(out_dim), Tanh; ``layer_norm`` puts a LayerNorm after each
-    linear layer, before its Tanh."""
+MLP_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+"""The MLP torso's activations by name (CleanRL's PPO: tanh; rl_games' MuJoCo recipes: elu)."""
 
-    def __init__(self, in_dim: int, out_dim: int = 64, hidden: int = 64, layer_norm: bool = False):
+
+class MLP(nn.Module):
+    """Torso for vector observations (classic control, MuJoCo): ``[B, obs_dim]`` ->
+    ``[B, out_dim]``: a linear layer and ``activation`` for each width of ``hidden`` (an int: one
+    layer), then linear(out_dim) and ``activation``; ``layer_norm`` puts a LayerNorm after each
+    linear layer, before its activation. The default is CleanRL's 64 x 64 tanh."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int = 64,
+        hidden: int | Sequence[int] = 64,
+        layer_norm: bool = False,
+        activation: str = "tanh",
+    ):
         super().__init__()
+        if activation not in MLP_ACTIVATIONS:
+            raise ValueError(
+                f"unknown MLP activation {activation!r}; choose one of {', '.join(MLP_ACTIVATIONS)}"
+            )
+        act = MLP_ACTIVATIONS[activation]
+        widths = [hidden] if isinstance(hidden, int) else list(hidden)
         self.out_dim = out_dim
-        self.net = nn.Sequential(
-            *_with_norm(nn.Linear(in_dim, hidden), [hidden], layer_norm, nn.Tanh),
-            *_with_norm(nn.Linear(hidden, out_dim), [out_dim], layer_norm, nn.Tanh),
-        )
+        layers: list[nn.Module] = []
+        for i, o in zip([in_dim, *widths], [*widths, out_dim]):
+            layers += _with_norm(nn.Linear(i, o), [o], layer_norm, act)
+        self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs.float())
@@ -197,12 +216,16 @@ def make_torso(
     kind: str = "nature",
     layer_norm: bool = False,
     channels: tuple[int, int, int] = NATURE_CHANNELS,
+    mlp_widths: Sequence[int] = (64, 64),
+    mlp_activation: str = "tanh",
 ) -> nn.Module:
     """An image torso for stacks ``[C, H, W]`` (``kind``: ``nature`` = :class:`NatureCNN`,
     ``small`` = :class:`SmallCNN`), an MLP for flat vectors (``kind`` does not apply).
     ``layer_norm``: a LayerNorm after every layer, before its activation (PQN). ``channels``:
     the nature torso's convolution widths (the small torso has its own: left at the default;
-    like ``kind``, they do not apply to the MLP)."""
+    like ``kind``, they do not apply to the MLP). ``mlp_widths``: the MLP's layer widths, the
+    last its features (``out_dim``, when given, replaces the last); ``mlp_activation``: its
+    activation (:data:`MLP_ACTIVATIONS`); neither applies to an image torso."""
     if len(obs_shape) == 3 and kind != "nature" and tuple(channels) != NATURE_CHANNELS:
         raise ValueError(f"conv widths {tuple(channels)} apply to the nature torso, not {kind!r}")
     if len(obs_shape) == 3:
@@ -215,7 +238,16 @@ def make_torso(
             return SmallCNN(obs_shape[0], out_dim or 256, input_hw=hw, layer_norm=layer_norm)
         raise ValueError(f"unknown torso {kind!r}; choose one of {', '.join(TORSOS)}")
     if len(obs_shape) == 1:
-        return MLP(obs_shape[0], out_dim or 64, layer_norm=layer_norm)
+        widths = list(mlp_widths)
+        if not widths or min(widths) < 1:
+            raise ValueError(f"MLP widths must be one or more positive ints, got {tuple(widths)}")
+        return MLP(
+            obs_shape[0],
+            out_dim or widths[-1],
+            widths[:-1],
+            layer_norm=layer_norm,
+            activation=mlp_activation,
+        )
     raise ValueError(f"no torso for observation shape {obs_shape}; expected [C, H, W] or [D]")
 
 

@@ -74,7 +74,12 @@ class PPOConfig(TorsoWidths, RolloutConfig):
     """LSTM hidden size (recurrent only)."""
     torso: Literal["nature", "small"] = "nature"
     """Atari torso: nature = the Nature-DQN CNN (obs_size >= 36); small = 4 x conv(32, 3x3, /2)
-    + linear 256 (A3C-style, for obs_size 42). Off Atari: an MLP."""
+    + linear 256 (A3C-style, for obs_size 42). Off Atari: an MLP (--mlp-widths)."""
+    mlp_widths: tuple[int, ...] = (64, 64)
+    """Vector observations (MuJoCo, classic control): the MLP torso's layer widths, the last its
+    features (--torso-dim, when set, replaces the last). CleanRL: 64 64; rl_games: 256 128 64."""
+    mlp_activation: Literal["tanh", "relu", "elu"] = "tanh"
+    """The MLP torso's activation (CleanRL's PPO: tanh; rl_games' MuJoCo recipes: elu)."""
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
@@ -166,6 +171,10 @@ class PPOConfig(TorsoWidths, RolloutConfig):
             0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
         )
         validate_torso(self)
+        need(
+            len(self.mlp_widths) >= 1 and min(self.mlp_widths) >= 1,
+            f"--mlp-widths needs one or more positive widths, got {self.mlp_widths}",
+        )
         if self.kl_adaptive_lr is not None:
             need(
                 self.kl_adaptive_lr > 0,

@@ -121,9 +121,23 @@ def _make_policy(
             f"{cfg.env} has continuous actions; the recurrent net (ppo-lstm, --recurrent) has "
             "discrete ones only: use `rapidrl train ppo` without --recurrent"
         )
+    if len(obs_shape) == 3 and (
+        tuple(cfg.mlp_widths) != PPOConfig.mlp_widths
+        or cfg.mlp_activation != PPOConfig.mlp_activation
+    ):
+        raise ConfigError(
+            f"--mlp-widths and --mlp-activation shape the MLP torso of vector observations; "
+            f"{cfg.env} gives images {obs_shape}: drop them (--torso and --torso-channels shape "
+            "the image torso)"
+        )
     # The config's torso, the first of the net's initial weights either way.
     torso = make_torso(
-        obs_shape, out_dim=cfg.torso_dim, kind=cfg.torso, channels=cfg.torso_channels
+        obs_shape,
+        out_dim=cfg.torso_dim,
+        kind=cfg.torso,
+        channels=cfg.torso_channels,
+        mlp_widths=cfg.mlp_widths,
+        mlp_activation=cfg.mlp_activation,
     )
     norms = {"obs_norm": cfg.obs_norm, "value_norm": cfg.value_norm}
     if cfg.recurrent:
