@@ -7,7 +7,8 @@
 # the KL-adaptive rate, never yet run on CUDA); PQN_ARGS / PPO_ARGS add trainer arguments.
 # SMOKE="pqn ppo ..." picks the smoke steps (default all; "none" for none); SOLVES="dqn:lean:5
 # ppo:lean:2" replaces the two solves with `bench solve --algo A --preset P --max-minutes M` each
-# (the open issues' GPU targets); EXTRA="CMD" runs one more command last (its rc is recorded).
+# (the open issues' GPU targets; a fourth field adds trainer flags, commas for spaces:
+# "dqn:lean:5:--num-envs,64"); EXTRA="CMD" runs one more command last (its rc is recorded).
 set -u
 out="${1:?usage: gpu_check.sh OUT_DIR [DEVICE] [PQN_MIN] [PPO_MIN]}"
 device="${2:-cuda}"
@@ -47,9 +48,10 @@ want rainbow && step rainbow 90 $py -m rapidrl train rainbow "${common[@]}" --ma
 # Time to solve: one seed each (the lease's minutes).
 solves="${SOLVES:-pqn:fast:$pqn_min ppo:${PPO_PRESET:-lean}:$ppo_min}"
 for spec in $solves; do
-  IFS=: read -r algo preset minutes <<< "$spec"
+  IFS=: read -r algo preset minutes extra <<< "$spec"
   args=""; [ "$algo" = pqn ] && args="${PQN_ARGS:-}"; [ "$algo" = ppo ] && args="${PPO_ARGS:-}"
-  step "solve_${algo}_$preset" $(python3 -c "print(int($minutes * 60 + 150))") $py -m rapidrl bench solve --algo "$algo" --preset "$preset" --seeds 1 --max-minutes "$minutes" --out-dir "$R/solve_${algo}_$preset" -- --device "$device" $args
+  args="$args ${extra//,/ }"; name="solve_${algo}_$preset${extra:+_$(echo "$extra" | tr -c 'A-Za-z0-9\n' _ | cut -c1-40)}"
+  step "$name" $(python3 -c "print(int($minutes * 60 + 150))") $py -m rapidrl bench solve --algo "$algo" --preset "$preset" --seeds 1 --max-minutes "$minutes" --out-dir "$R/$name" -- --device "$device" $args
 done
 [ -n "${EXTRA:-}" ] && step extra 600 bash -c "$EXTRA"
 printf '%s\n' "${status[@]}" | tee "$out/status.txt"
