@@ -6,6 +6,7 @@ Hopper run that trains, evaluates and resumes exactly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -241,7 +242,7 @@ def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys
     end = "checkpoints/ckpt-000000000512.pt"
     assert_same(rollout_ckpt_payload(part / end), rollout_ckpt_payload(twin / end))
     # eval: the mean action (or a sample), clipped to the bounds.
-    config = __import__("json").loads((full / "config.json").read_text())
+    config = json.loads((full / "config.json").read_text())
     act, env_id, _ = eval_policy(config, ckpt, sample=True, seed=0)
     a = act(np.random.default_rng(0).normal(0, 100, size=(64, 11)))
     assert env_id == "Hopper-v5" and a.shape == (64, 3)
@@ -324,7 +325,8 @@ def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(
 
     from rapidrl.algos.ppo.config import PPOConfig
     from rapidrl.algos.ppo.learner import make_policy
-    from rapidrl.config import ConfigError, config_from_dict
+    from rapidrl.config import ConfigError
+    from rapidrl.train import load_config, save_config
 
     cfg = dataclasses.replace(
         PRESETS["mujoco"], mlp_widths=(256, 128, 64), mlp_activation="elu", shared_torso=True
@@ -341,9 +343,8 @@ def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(
         128,
         64,
     ]
-    # config.json holds a list; the config read back (resume, eval) is the same net.
-    data = __import__("json").loads(__import__("json").dumps(dataclasses.asdict(cfg)))
-    back = config_from_dict(PPOConfig, data)
+    # config.json holds a list; the config read back as resume and eval read it is the same net.
+    back = load_config(PPOConfig, save_config(cfg, tmp_path / "config.json"))
     assert back.mlp_widths == (256, 128, 64) and back == cfg
     same = make_policy(back, (11,), 3, continuous=True)
     assert {k: v.shape for k, v in same.state_dict().items()} == {
