@@ -175,7 +175,7 @@ def test_async_backend_first_ready_batches(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------
 # Resume, reproducibility, corrupt checkpoints
 # --------------------------------------------------------------------------------------------
-def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path):
+def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path, capsys):
     full = tmp_path / "full"
     train(dataclasses.replace(CARTPOLE_ALL, run_dir=str(full)))
     part = tmp_path / "part"
@@ -189,8 +189,10 @@ def test_resume_equals_uninterrupted_up_to_the_checkpoint(tmp_path):
     twin = tmp_path / "twin"
     shutil.copytree(part, twin)
     for d in (part, twin):
+        capsys.readouterr()
         s2 = train(dataclasses.replace(CARTPOLE_ALL, resume=str(d)))
         assert s2["frames"] == 600 and s2["updates"] > s1["updates"]
+        assert "holds no replay" not in capsys.readouterr().err  # it held one
     end = "checkpoints/ckpt-000000000600.pt"
     assert_same(ckpt_payload(part / end), ckpt_payload(twin / end))
     _, rows_full = rows_of(full)
@@ -230,11 +232,13 @@ def test_seeded_runs_reproducible(tmp_path):
     assert strip_time(rows_of(tmp_path / "a")[1]) == strip_time(rows_of(tmp_path / "b")[1])
 
 
-def test_resume_without_replay_refills_then_learns(tmp_path):
+def test_resume_without_replay_refills_then_learns(tmp_path, capsys):
     cfg = dataclasses.replace(CARTPOLE_ALL, save_replay=False, checkpoint_every_frames=None)
     run = tmp_path / "r"
     s1 = train(dataclasses.replace(cfg, run_dir=str(run), max_frames=300))
+    capsys.readouterr()
     s2 = train(dataclasses.replace(cfg, resume=str(run), max_frames=600))
+    assert "the checkpoint holds no replay (--save-replay was off)" in capsys.readouterr().err
     assert s2["frames"] == 600 and s2["updates"] > s1["updates"]
     # 100 transitions of refill (50 vector steps x 2 envs) before the updates go on.
     _, rows = rows_of(run)

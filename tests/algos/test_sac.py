@@ -244,7 +244,9 @@ def test_a_tiny_pendulum_run_trains_evaluates_and_resumes_exactly(tmp_path, caps
     assert_same(rollout_ckpt_payload(full / ck), rollout_ckpt_payload(part / ck))
     shutil.copytree(part, twin)
     for d in (part, twin):
+        capsys.readouterr()
         assert train(dataclasses.replace(TINY, resume=str(d)))["frames"] == 400
+        assert "holds no replay" not in capsys.readouterr().err  # it held one
     end = "checkpoints/ckpt-000000000400.pt"
     assert_same(rollout_ckpt_payload(part / end), rollout_ckpt_payload(twin / end))
     assert_same(load_latest(part).load_arrays(), load_latest(twin).load_arrays())
@@ -271,11 +273,13 @@ def test_a_bf16_run_trains(tmp_path):
     assert late and all(math.isfinite(float(r[k])) for r in late for k in ("q_loss", "actor_loss"))
 
 
-def test_resume_without_replay_refills_then_learns(tmp_path):
+def test_resume_without_replay_refills_then_learns(tmp_path, capsys):
     cfg = dataclasses.replace(TINY, save_replay=False)
     run = tmp_path / "r"
     train(dataclasses.replace(cfg, run_dir=str(run), max_frames=200))
+    capsys.readouterr()
     s = train(dataclasses.replace(cfg, resume=str(run)))
+    assert "the checkpoint holds no replay (--save-replay was off)" in capsys.readouterr().err
     # 100 critic steps before the checkpoint; after it, 100 transitions refill first: the 200
     # agent steps left bring 200 - 100 = 100 more.
     assert s["frames"] == 400 and s["updates"] == 100 + 100

@@ -54,6 +54,7 @@ __all__ = [
     "StopOnInterrupt",
     "list_checkpoints",
     "load_latest",
+    "replay_refill_notice",
 ]
 
 FORMAT_VERSION = 1
@@ -571,6 +572,15 @@ def load_latest(
 # --------------------------------------------------------------------------------------------
 # Ctrl-C
 # --------------------------------------------------------------------------------------------
+def replay_refill_notice(learning_starts: int, capacity: int) -> str:
+    """What an off-policy trainer (DQN, SAC) says when it resumes from a checkpoint saved
+    without its replay (``--save-replay`` off): the replay starts empty and refills."""
+    return (
+        f"the checkpoint holds no replay (--save-replay was off): it refills, "
+        f"{learning_starts:,} transitions before the next update and {capacity:,} to be full again"
+    )
+
+
 class StopOnInterrupt:
     """Turn the first Ctrl-C (SIGINT, and SIGTERM) into a flag; a second one aborts.
 

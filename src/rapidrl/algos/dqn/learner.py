@@ -33,7 +33,7 @@ from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
 from rapidrl.train import Checkpointer, EpisodeTracker, RunClock, RunDir
-from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS, replay_refill_notice
 from rapidrl.train.loop import num_threads
 from rapidrl.train.schedules import linear_schedule
 from rapidrl.train.session import Every
@@ -272,7 +272,9 @@ class DQNLearner:
         state, self._restored = self._restored, None
         if state is not None:
             arrays = state.load_arrays()
-            if arrays:
+            if not arrays:
+                print(replay_refill_notice(cfg.learning_starts, cfg.buffer_size), file=sys.stderr)
+            else:
                 try:
                     self.rb.load_state_dict(arrays)
                     self.rb.truncate_streams()  # the envs restart: the stored episodes end here

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import sys
 import time
 from typing import Any
 
@@ -37,7 +38,7 @@ from rapidrl.algos.sac.losses import (
 from rapidrl.buffers import ReplayBuffer
 from rapidrl.nets.sac import QEnsemble, SquashedGaussianActor
 from rapidrl.nets.torso import resolve_precision
-from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS
+from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS, replay_refill_notice
 from rapidrl.train.learner import RolloutLearner
 from rapidrl.train.loop import num_threads
 from rapidrl.train.seeding import seed_of
@@ -180,7 +181,12 @@ class SACLearner(RolloutLearner):
         self.update_gen.set_state(state.state["generators"]["update"])
         self.alpha = float(state.state["alpha"])
         arrays = state.load_arrays()
-        if arrays:
+        if not arrays:
+            print(
+                replay_refill_notice(self.cfg.learning_starts, self.cfg.buffer_size),
+                file=sys.stderr,
+            )
+        else:
             self.rb.load_state_dict(arrays)
             self.rb.truncate_streams()  # the envs restart: the stored episodes end here
         state.restore_rng({"act": self.act_rng, "replay": self.rb.rng})
