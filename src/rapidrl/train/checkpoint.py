@@ -569,9 +569,6 @@ def load_latest(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Ctrl-C
-# --------------------------------------------------------------------------------------------
 def replay_refill_notice(learning_starts: int, capacity: int) -> str:
     """What an off-policy trainer (DQN, SAC) says when it resumes from a checkpoint saved
     without its replay (``--save-replay`` off): the replay starts empty and refills."""
@@ -581,6 +578,9 @@ def replay_refill_notice(learning_starts: int, capacity: int) -> str:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Ctrl-C
+# --------------------------------------------------------------------------------------------
 class StopOnInterrupt:
     """Turn the first Ctrl-C (SIGINT, and SIGTERM) into a flag; a second one aborts.
 
