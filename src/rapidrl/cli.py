@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 USAGE = """usage: rapidrl COMMAND [ARGS]
 
 commands:
-  train dqn      DQN family on one modular agent (--preset lean|fast|dqn|rainbow; default lean)
+  train dqn      DQN family, one agent (--preset lean|lean-long|fast|dqn|rainbow; default lean)
   train rainbow  the same, default preset rainbow-lean (--preset rainbow: the paper's Rainbow)
   train ppo      PPO (--preset lean|ppo|fast|cartpole; default lean)
   train ppo-lstm recurrent PPO, whole sequences in one LSTM call (sequence_mode packed|loop)

@@ -447,6 +447,8 @@ def test_presets_validate_and_document_every_field():
     assert PRESETS["rainbow-lean"] == dataclasses.replace(
         PRESETS["lean"], double=True, distributional=True
     )
+    # lean-long is lean with a 1M replay and nothing else.
+    assert PRESETS["lean-long"] == dataclasses.replace(PRESETS["lean"], buffer_size=1_000_000)
     # The class and its base (TrainerConfig: the fields every trainer shares).
     lines = [ln for cls in DQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for f in dataclasses.fields(DQNConfig):

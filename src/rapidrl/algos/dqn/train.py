@@ -229,8 +229,8 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
 
 
 def main_dqn(argv: Sequence[str]) -> int:
-    """``rapidrl train dqn [--preset lean|fast|dqn|rainbow|rainbow-lean] [--FIELD VALUE ...]``
-    (default: lean)."""
+    """``rapidrl train dqn [--preset lean|lean-long|fast|dqn|rainbow|rainbow-lean]
+    [--FIELD VALUE ...]`` (default: lean)."""
     return _main(argv, "rapidrl train dqn", DEFAULT_PRESETS["dqn"])
 
 
