@@ -486,7 +486,7 @@ def test_help_lists_every_field(capsys):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
     assert (
-        "presets: base, c51, double, dqn, dueling, fast, lean, n-step, noisy, per, rainbow"
+        "presets: base, c51, double, dqn, dueling, fast, lean, lean-long, n-step, noisy, per, rainbow"
         in " ".join(out.split())
     )
 
