@@ -349,10 +349,8 @@ PRESETS["lean"] = dataclasses.replace(
     steps_per_update=32,
     lr=5e-4,
 )
-# lean-long: lean with Dopamine's 1M replay; under Dopamine's protocol at 10M frames Breakout 35.71
-# (1.66x Dopamine's DQN) and Name This Game 4,068.4 (mean of 2 seeds, 1.02x) on a 2-core Zen 4,
-# where lean's 100k replay stops at 20.2 and 2,890.6; Pong not solved in 20 min by 2 seeds
-# (docs/presets.md#dqn-lean-long).
+# lean-long: lean with Dopamine's 1M replay: Breakout 1.66x, Name This Game 1.02x Dopamine's DQN at
+# 10M frames on a 2-core Zen 4; slower on Pong (docs/presets.md#dqn-lean-long).
 PRESETS["lean-long"] = dataclasses.replace(PRESETS["lean"], buffer_size=1_000_000)
 # rainbow-lean: lean with double DQN and C51 (Rainbow's n-step, double, dueling and C51 on lean's
 # input; epsilon-greedy and uniform replay: with noisy nets or PER it learned slower there): Pong
