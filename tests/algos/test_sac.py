@@ -185,6 +185,7 @@ def test_default_preset_is_cleanrl_settings():
         ("learning_starts", 10, "--learning-starts (10) exceeds --buffer-size"),
         ("hidden", (), "--hidden must be one or more widths"),
         ("policy_frequency", 0, "--policy-frequency must be an int >= 1"),
+        ("policy_steps", 0, "--policy-steps must be an int >= 1 or None"),
     ],
 )
 def test_bad_settings_are_refused_by_name(field, value, message):
@@ -271,6 +272,18 @@ def test_a_bf16_run_trains(tmp_path):
     assert s["updates"] == 140
     late = [r for r in _rows(tmp_path / "bf16") if int(r["frames"]) > 120]
     assert late and all(math.isfinite(float(r[k])) for r in late for k in ("q_loss", "actor_loss"))
+
+
+def test_policy_steps_1_is_td3s_delay(tmp_path):
+    cfg = dataclasses.replace(
+        TINY, policy_steps=1, max_frames=240, save_replay=False, checkpoint_every_frames=None,
+        run_dir=str(tmp_path / "td3"),
+    )  # fmt: skip
+    s = train(cfg)
+    # 140 critic steps; one actor step every second one (the default makes two there).
+    assert s["updates"] == 140 and s["grad_steps"] == 140 + 70
+    late = [r for r in _rows(tmp_path / "td3") if int(r["frames"]) > 120]
+    assert late and all(math.isfinite(float(r["actor_loss"])) for r in late)
 
 
 def test_resume_without_replay_refills_then_learns(tmp_path, capsys):

@@ -59,6 +59,9 @@ class SACConfig(TrainerConfig):
     policy_frequency: int = 2
     """Every this many critic steps, this many actor (and temperature) steps: the actor is
     updated as often as the critics, in bursts, on fresher critics (TD3's delay)."""
+    policy_steps: int | None = None
+    """Actor (and temperature) steps each time they come; None: policy_frequency (one per critic
+    step on average, CleanRL's); 1: TD3's delay, one per policy_frequency critic steps."""
     alpha: float = 0.2
     """Entropy temperature: its starting value (with autotune) or its fixed value."""
     autotune: bool = True
@@ -115,6 +118,11 @@ class SACConfig(TrainerConfig):
             self.buffer_size >= 2 * self.num_envs,
             f"--buffer-size {self.buffer_size} leaves fewer than 2 transitions per env "
             f"(--num-envs {self.num_envs}); raise it",
+        )
+        need(
+            self.policy_steps is None
+            or (isinstance(self.policy_steps, int) and self.policy_steps >= 1),
+            f"--policy-steps must be an int >= 1 or None, got {self.policy_steps!r}",
         )
         need(self.torch_threads >= 0, "--torch-threads must be >= 0 (0: every core)")
 

@@ -230,7 +230,8 @@ class SACLearner(RolloutLearner):
 
     def update(self) -> None:
         """One critic step on ``batch_size`` transitions, the soft target update, and every
-        ``policy_frequency`` critic steps as many actor and temperature steps."""
+        ``policy_frequency`` critic steps ``policy_steps`` (default: as many) actor and
+        temperature steps."""
         cfg, c, nets, device = self.cfg, self.counters, self.net, self.device
         t0 = time.perf_counter()
         batch = self.rb.sample(cfg.batch_size)
@@ -256,7 +257,7 @@ class SACLearner(RolloutLearner):
         stats = {"q_loss": q_loss.item(), "q_mean": q.detach().mean().item()}
         if c.updates % cfg.policy_frequency == 0:
             nets.critic.requires_grad_(False)  # the actor's loss goes through them: no grads
-            for _ in range(cfg.policy_frequency):
+            for _ in range(cfg.policy_steps or cfg.policy_frequency):
                 with self._autocast():
                     pi_actions, logp = nets.policy(obs, self.update_gen)
                     q_pi = nets.critic(obs, pi_actions)
