@@ -3,7 +3,8 @@
 Units: off Atari one agent step is one frame, so ``max_frames`` counts env steps summed over the
 envs. After every ``steps_per_update`` agent steps comes one gradient step of the critics on
 ``batch_size`` transitions; every ``policy_frequency`` critic steps, ``policy_frequency`` steps of
-the actor (and of the temperature), as CleanRL's ``sac_continuous_action.py`` does.
+the actor (and of the temperature), as CleanRL's ``sac_continuous_action.py`` does
+(``policy_steps`` 1: one, TD3's delay).
 
 Presets (``--preset NAME``; ``rapidrl train sac`` defaults to ``sac``):
 
@@ -57,8 +58,8 @@ class SACConfig(TrainerConfig):
     policy_lr: float = 3e-4
     """Adam learning rate of the actor and of the temperature."""
     policy_frequency: int = 2
-    """Every this many critic steps, this many actor (and temperature) steps: the actor is
-    updated as often as the critics, in bursts, on fresher critics (TD3's delay)."""
+    """Every this many critic steps, this many actor (and temperature) steps (or policy_steps):
+    the actor is updated as often as the critics, in bursts, on fresher critics."""
     policy_steps: int | None = None
     """Actor (and temperature) steps each time they come; None: policy_frequency (one per critic
     step on average, CleanRL's); 1: TD3's delay, one per policy_frequency critic steps."""
