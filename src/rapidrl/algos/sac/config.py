@@ -59,7 +59,7 @@ class SACConfig(TrainerConfig):
     """Adam learning rate of the actor and of the temperature."""
     policy_frequency: int = 2
     """Every this many critic steps, this many actor (and temperature) steps (or policy_steps):
-    the actor is updated as often as the critics, in bursts, on fresher critics."""
+    by default the actor is updated as often as the critics, in bursts, on fresher critics."""
     policy_steps: int | None = None
     """Actor (and temperature) steps each time they come; None: policy_frequency (one per critic
     step on average, CleanRL's); 1: TD3's delay, one per policy_frequency critic steps."""
