@@ -317,6 +317,24 @@ def test_a_mujoco_suite_of_ppo_and_sac(tmp_path):
     assert "| Hopper-v5 | ppo:mujoco |" in table and "| Hopper-v5 | sac:sac |" in table
 
 
+def test_a_suite_without_atari_games_has_no_atari_text():
+    """A MuJoCo suite's table has no Atari-5 estimate and no HNS or Dopamine notes; a suite
+    with one Atari game keeps them."""
+    mujoco = [_record("HalfCheetah-v5", "sac:sac", 1, 9_467.6)]
+    assert mujoco[0]["hns"] is None and mujoco[0]["reference"] is None
+    table = format_tables(
+        {"cpu": "c", "summary": summarize_suite(mujoco), "runs": mujoco, "argv": ["x"]}
+    )
+    assert "| HalfCheetah-v5 | sac:sac | 1/1 |" in table
+    assert "Atari-5" not in table and "HNS: human-normalized" not in table
+    assert "Scores: mean return of the last 100 training episodes." in table
+    both = [*mujoco, _record("pong", "ppo:lean", 1, 20.0)]
+    table = format_tables(
+        {"cpu": "c", "summary": summarize_suite(both), "runs": both, "argv": ["x"]}
+    )
+    assert "Atari-5 estimate" in table and "HNS: human-normalized" in table
+
+
 def test_an_algo_without_a_preset_takes_what_its_trainer_takes_on_each_env():
     """`rapidrl train ppo --env Hopper-v5` trains `mujoco`; a suite, a solve and a sweep that
     name `ppo` alone on that env do the same, and keep `lean` on an Atari game."""

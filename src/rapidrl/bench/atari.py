@@ -790,7 +790,9 @@ def format_tables(result: dict[str, Any]) -> str:
             f"| **{_num(g['return_mean_100'])}** | {spread} | {_num(g['hns'], '.2f')} "
             f"| {_num(g['best_return_mean_100'])} | {_refs(g['reference'])} |"
         )
-    lines += ["", *_medians_table(suite_medians(result["summary"]))]
+    medians = suite_medians(result["summary"])
+    if medians:  # only games with human scores (Atari) have HNS and the Atari-5 estimate
+        lines += ["", *_medians_table(medians)]
     lines += [
         "",
         "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |",
@@ -806,11 +808,15 @@ def format_tables(result: dict[str, Any]) -> str:
             f"| {_num(r['frames_per_second'], ',.0f')} | {_num(r['return_mean_100'])} "
             f"| {_num(r['best_return_mean_100'])} | {_num(r['hns'], '.2f')} | {r['stop_reason']} |"
         )
+    atari = any(g["hns"] is not None or g["reference"] for g in result["summary"])
     lines += [
         "",
         "Scores: mean real game score of the last 100 training games. HNS: human-normalized "
         "(Mnih et al. 2015 random/human scores). Dopamine: mean training return of 5 seeds over the "
-        "1M frames ending at the frame count shown, sticky actions 0.25, no life-loss signal.",
+        "1M frames ending at the frame count shown, sticky actions 0.25, no life-loss signal."
+        if atari
+        else "Scores: mean return of the last 100 training episodes. Frames: env steps summed over "
+        "the envs (no frame skip off Atari).",
         "",
         "`" + " ".join(result["argv"]) + "`",
     ]
