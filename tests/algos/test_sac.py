@@ -178,6 +178,16 @@ def test_default_preset_is_cleanrl_settings():
     assert (cfg.buffer_size, cfg.learning_starts, cfg.policy_frequency) == (1_000_000, 5_000, 2)
 
 
+def test_sac_fast_is_the_measured_flags_on_sac():
+    """`--preset sac-fast` is what docs/results/sac_speed_zen4 ran as `--hidden 128 128
+    --precision bf16 --fused-adam --batch-size 512 --steps-per-update 4` on a bf16 CPU (auto:
+    bf16 only where native), and nothing else."""
+    measured = ["--hidden", "128", "128", "--precision", "auto", "--fused-adam"]
+    measured += ["--batch-size", "512", "--steps-per-update", "4"]
+    assert parse_sac_args(["--preset", "sac-fast"]) == parse_sac_args(measured)
+    assert parse_sac_args(["--preset", "sac-fast"]) == PRESETS["sac-fast"]
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [

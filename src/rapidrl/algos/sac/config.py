@@ -12,6 +12,10 @@ Presets (``--preset NAME``; ``rapidrl train sac`` defaults to ``sac``):
   first, batch 256, critics at lr 1e-3, actor at 3e-4 every second step, tau 0.005, the
   temperature tuned to an entropy of ``-action dims``), the reference the others are measured
   against.
+- ``sac-fast``: ``sac`` with MLPs of 128 x 128 and one critic step of 512 transitions every 4
+  env steps (half ``sac``'s sampled transitions per env step, about a seventh of its multiply-adds), bf16
+  where native, fused Adam: HalfCheetah-v5 above 9,000 at 1M steps in under 45 minutes on 2
+  cores.
 """
 
 from __future__ import annotations
@@ -130,3 +134,9 @@ class SACConfig(TrainerConfig):
 
 # sac: CleanRL's sac_continuous_action.py settings, the class defaults (docs/presets.md#sac-sac).
 PRESETS: dict[str, SACConfig] = {"sac": SACConfig()}
+# sac-fast: MLPs of 128 x 128, one critic step of 512 every 4 env steps, bf16 where native:
+# HalfCheetah-v5 above 9,000 at 1M steps in under 45 min on a 2-core Zen 4, median of 3
+# (docs/presets.md#sac-sac-fast).
+PRESETS["sac-fast"] = SACConfig(
+    hidden=(128, 128), batch_size=512, steps_per_update=4, precision="auto", fused_adam=True
+)

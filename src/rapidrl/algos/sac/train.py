@@ -94,6 +94,6 @@ def parse_sac_args(argv: Sequence[str], prog: str = "rapidrl train sac") -> SACC
 
 
 def main_sac(argv: Sequence[str]) -> int:
-    """``rapidrl train sac [--preset sac] [--FIELD VALUE ...]`` (default: sac)."""
+    """``rapidrl train sac [--preset sac|sac-fast] [--FIELD VALUE ...]`` (default: sac)."""
     prog = "rapidrl train sac"
     return run_from_cli(train, parse_sac_args(argv, prog), prog)
