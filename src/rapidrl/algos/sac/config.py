@@ -13,9 +13,9 @@ Presets (``--preset NAME``; ``rapidrl train sac`` defaults to ``sac``):
   temperature tuned to an entropy of ``-action dims``), the reference the others are measured
   against.
 - ``sac-fast``: ``sac`` with MLPs of 128 x 128 and one critic step of 512 transitions every 4
-  env steps (half ``sac``'s sampled transitions per env step, about a seventh of its multiply-adds), bf16
-  where native, fused Adam: HalfCheetah-v5 above 9,000 at 1M steps in under 45 minutes on 2
-  cores.
+  env steps (half ``sac``'s sampled transitions per env step, about a seventh of its
+  multiply-adds), bf16 where native, fused Adam: HalfCheetah-v5 above 9,000 at 1M steps in under
+  45 minutes on 2 cores.
 """
 
 from __future__ import annotations
