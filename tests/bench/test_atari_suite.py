@@ -266,6 +266,56 @@ def _record(game, label, seed, final):
     )  # fmt: skip
 
 
+def test_score_at_is_the_row_of_the_update_that_reaches_the_count(tmp_path):
+    """--score-at N reads the first metrics row at or past N (the update that reaches N, where
+    a run with --max-frames N ends), skipping rows before the first episode's return."""
+    from rapidrl.train.launch import score_at
+
+    run_dir = tmp_path / "run"
+    _canned_run(
+        run_dir, frames=1_040_000, final=6.0, best=6.0,
+        curve=((0, "nan"), (997_376, 4.0), (1_017_856, 5.0), (1_040_000, 6.0)),
+    )  # fmt: skip
+    assert score_at(run_dir, 1_000_000) == (5.0, 1_017.856 / 60.0)
+    assert score_at(run_dir, 997_376) == (4.0, 997.376 / 60.0)  # a row exactly at the count
+    assert score_at(run_dir, 1) == (4.0, 997.376 / 60.0)  # the nan row (no episode yet) is skipped
+    assert score_at(run_dir, 2_000_000) is None  # stopped before
+    assert score_at(tmp_path / "none", 1) is None  # no metrics
+
+
+def test_the_report_tables_the_scores_at_the_given_counts(tmp_path, capsys):
+    """`bench atari --report --score-at 1000000`: a column in both tables, each run's score and
+    minutes at 1M, the game's median over the seeds that reached it (and how many), "-" for a
+    run that stopped before; suite.json carries them. (MuJoCo's 1M-step comparison is what it is
+    for; an Atari game here keeps the test off the mujoco extra.)"""
+    import rapidrl.bench.atari as atari
+
+    for seed, (frames, curve) in {
+        1: (1_100_000, ((500_000, 1.0), (1_000_448, 10.0), (1_100_000, 11.0))),
+        2: (1_100_000, ((990_000, 2.0), (1_020_000, 30.0), (1_100_000, 31.0))),
+        3: (800_000, ((400_000, 3.0), (800_000, 4.0))),  # a budget that ended before 1M
+    }.items():
+        run_dir = RunSpec("breakout", "ppo", "lean", seed).run_dir(tmp_path)
+        _canned_run(run_dir, frames=frames, final=curve[-1][1], best=curve[-1][1], curve=curve)
+    argv = ["--games", "breakout", "--algos", "ppo:lean", "--seeds", "1,2,3"]
+    assert atari.main([*argv, "--out-dir", str(tmp_path), "--report", "--score-at", "1000000"]) == 0
+    capsys.readouterr()
+    suite = json.loads((tmp_path / "suite.json").read_text())
+    assert [r["at_frames"][0]["return_mean_100"] for r in suite["runs"]] == [10.0, 30.0, None]
+    (game,) = suite["summary"]
+    assert game["at_frames"] == [
+        {"frames": 1_000_000, "return_mean_100": 20.0, "minutes": (1_000.448 / 60 + 17.0) / 2,
+         "reached": 2},
+    ]  # fmt: skip
+    table = (tmp_path / "suite.md").read_text()
+    assert "| best mean-100 | Dopamine DQN / Rainbow | mean-100 at 1.00M (minutes) |" in table
+    assert "| 20.0 (16.8, 2 of 3) |" in table  # the game: median of 10 and 30, two seeds
+    assert "| max_frames | 10.0 (16.7) |" in table and "| max_frames | - |" in table
+    assert "mean-100 at N: at the first metrics row at or past N frames" in table
+    with pytest.raises(ConfigError, match="--score-at takes frame counts >= 1"):
+        BenchAtariConfig(games="pong", score_at=(0,)).validate()
+
+
 def test_suite_median_hns_against_dopamine_on_the_same_games():
     records = [
         _record("breakout", "ppo:lean", 1, 103.1),

@@ -59,6 +59,7 @@ from rapidrl.train.launch import (
     read_summary,
     run_state,
     same_recipe,
+    score_at,
     split_extra,
     stopped_from_outside,
     time_split,
@@ -88,6 +89,7 @@ __all__ = [
     "subset_estimates",
     "suite_medians",
     "summarize_suite",
+    "with_scores_at",
     "write_results",
 ]
 
@@ -305,6 +307,10 @@ class BenchAtariConfig:
     """CPUs each run holds on Ray (its trainer's threads and env workers share them)."""
     retries: int = 3
     """With --ray: how many times a run whose node or worker died is started again."""
+    score_at: tuple[int, ...] = ()
+    """Also table each run's mean-100 at these frame counts (env steps off Atari), e.g. 1000000
+    for MuJoCo's 1M-step comparisons: the first metrics row at or past each, the update that
+    reaches it; "-" where a run stopped before."""
     report: bool = False
     """Run nothing: write suite.json, suite.md and the curves from the runs of these lists that
     have finished (e.g. while a suite is stopped, or from run dirs carried from elsewhere) and
@@ -338,6 +344,8 @@ class BenchAtariConfig:
                 raise ConfigError(
                     f"--stop-at-score must be none, auto or a number; got {self.stop_at_score!r}"
                 ) from None
+        if any(n < 1 for n in self.score_at):
+            raise ConfigError(f"--score-at takes frame counts >= 1, got {list(self.score_at)}")
         if self.cpus_per_run <= 0:
             raise ConfigError(f"--cpus-per-run must be > 0, got {self.cpus_per_run}")
         if self.retries < 0:
@@ -600,11 +608,44 @@ def run_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     }
 
 
+def with_scores_at(record: dict[str, Any], frames: Sequence[int]) -> dict[str, Any]:
+    """``record`` with ``at_frames``: for each of ``frames`` the run's mean-100 and minutes at
+    the update that reached it (:func:`score_at`; None where it stopped before). A failed run,
+    or no ``frames``, is returned as it is."""
+    if not frames or "failed" in record:
+        return record
+    at = []
+    for n in frames:
+        hit = score_at(Path(record["run_dir"]), n)
+        score, minutes = hit if hit is not None else (None, None)
+        at.append({"frames": n, "return_mean_100": score, "minutes": minutes})
+    return {**record, "at_frames": at}
+
+
 # --------------------------------------------------------------------------------------------
 # The suite: local or on Ray, then the tables
 # --------------------------------------------------------------------------------------------
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def _medians_at(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per frame count of the runs' ``at_frames``: the median over the runs that reached it of
+    the mean-100 and the minutes, and how many reached it."""
+    counts = [a["frames"] for a in next((r["at_frames"] for r in runs if "at_frames" in r), [])]
+    out = []
+    for i, n in enumerate(counts):
+        hits = [r["at_frames"][i] for r in runs if "at_frames" in r]
+        hits = [h for h in hits if h["return_mean_100"] is not None]
+        out.append(
+            {
+                "frames": n,
+                "return_mean_100": _median([h["return_mean_100"] for h in hits]),
+                "minutes": _median([h["minutes"] for h in hits]),
+                "reached": len(hits),
+            }
+        )
+    return out
 
 
 def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -640,6 +681,7 @@ def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     [r["frames_per_second"] for r in ok if r.get("frames_per_second")]
                 ),
                 "reference": next((r["reference"] for r in ok if r.get("reference")), None),
+                "at_frames": _medians_at(ok),
             }
         )
     return out
@@ -774,12 +816,18 @@ def format_tables(result: dict[str, Any]) -> str:
     """``suite.md``: the per game x algorithm medians, each algorithm's Atari-5 (and Atari-10)
     estimate of the 57-game median HNS and its median HNS over the games, then every run, the
     command and CPU."""
+    # --score-at: one more column per frame count, in both tables (the counts of the first
+    # game that has them: every run of a suite is read at the same ones).
+    first = next((g["at_frames"] for g in result["summary"] if g.get("at_frames")), [])
+    at = [a["frames"] for a in first]
+    at_head = "".join(f" mean-100 at {_frames(n)} (minutes) |" for n in at)
+    at_rule = " --- |" * len(at)
     lines = [
         f"rapidrl bench atari, {result['cpu']}",
         "",
         "| game | algo:preset | seeds | frames | minutes | frames/s | mean-100 (final, median) "
-        "| min-max | HNS | best mean-100 | Dopamine DQN / Rainbow |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| min-max | HNS | best mean-100 | Dopamine DQN / Rainbow |" + at_head,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + at_rule,
     ]
     for g in result["summary"]:
         seeds = f"{g['seeds'] - g['failed']}/{g['seeds']}"
@@ -789,24 +837,27 @@ def format_tables(result: dict[str, Any]) -> str:
             f"| {_num(g['minutes'])} | {_num(g['frames_per_second'], ',.0f')} "
             f"| **{_num(g['return_mean_100'])}** | {spread} | {_num(g['hns'], '.2f')} "
             f"| {_num(g['best_return_mean_100'])} | {_refs(g['reference'])} |"
+            + _at_cells(g.get("at_frames"), len(at), seeds=g["seeds"] - g["failed"])
         )
     medians = suite_medians(result["summary"])
     if medians:  # only games with human scores (Atari) have HNS and the Atari-5 estimate
         lines += ["", *_medians_table(medians)]
     lines += [
         "",
-        "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |"
+        + at_head,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + at_rule,
     ]
     for r in result["runs"]:
         head = f"| {r['game']} | {r['algo']}:{r['preset']} | {r['seed']} "
         if "failed" in r:
-            lines.append(head + f"| failed: {r['failed']} | | | | | | |")
+            lines.append(head + f"| failed: {r['failed']} | | | | | | |" + " |" * len(at))
             continue
         lines.append(
             head + f"| {_frames(r['frames'])} | {r['minutes']:.1f} "
             f"| {_num(r['frames_per_second'], ',.0f')} | {_num(r['return_mean_100'])} "
             f"| {_num(r['best_return_mean_100'])} | {_num(r['hns'], '.2f')} | {r['stop_reason']} |"
+            + _at_cells(r.get("at_frames"), len(at))
         )
     atari = any(g["hns"] is not None or g["reference"] for g in result["summary"])
     lines += [
@@ -817,10 +868,31 @@ def format_tables(result: dict[str, Any]) -> str:
         if atari
         else "Scores: mean return of the last 100 training episodes. Frames: env steps summed over "
         "the envs (no frame skip off Atari).",
-        "",
-        "`" + " ".join(result["argv"]) + "`",
     ]
+    if at:
+        lines += [
+            "",
+            "mean-100 at N: at the first metrics row at or past N frames (the update that reaches "
+            "N), its minutes in brackets; for a game, the median over the seeds that reached N "
+            "(how many, when not all); -: stopped before N.",
+        ]
+    lines += ["", "`" + " ".join(result["argv"]) + "`"]
     return "\n".join(lines) + "\n"
+
+
+def _at_cells(at: list[dict[str, Any]] | None, columns: int, seeds: int | None = None) -> str:
+    """The --score-at cells of a table row: "score (minutes)", "-" where not reached; with
+    ``seeds`` (a game's row), "of K" when fewer than ``seeds`` runs reached the count."""
+    cells = []
+    for a in (at or [])[:columns]:
+        if a["return_mean_100"] is None:
+            cells.append(" - |")
+            continue
+        some = seeds is not None and a.get("reached", seeds) < seeds
+        of = f", {a['reached']} of {seeds}" if some else ""
+        cells.append(f" {_num(a['return_mean_100'])} ({_num(a['minutes'])}{of}) |")
+    cells += [" - |"] * (columns - len(cells))
+    return "".join(cells)
 
 
 def plot_games(b: BenchAtariConfig, records: list[dict[str, Any]], out: Path) -> None:
@@ -858,6 +930,7 @@ def write_results(
 ) -> dict[str, Any]:
     """suite.json and suite.md for the records so far (rewritten after every run)."""
     out = Path(b.out_dir)
+    records = [with_scores_at(r, b.score_at) for r in records]
     result = {
         "config": asdict(b),
         "extra_args": list(extra),

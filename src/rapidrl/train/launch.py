@@ -23,6 +23,7 @@ from typing import Any
 __all__ = [
     "read_curve",
     "same_recipe",
+    "score_at",
     "time_split",
     "read_summary",
     "run_state",
@@ -235,6 +236,16 @@ def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[flo
         if math.isfinite(value):
             out.append((minutes, frames, value))
     return out
+
+
+def score_at(run_dir: Path, frames: int) -> tuple[float, float] | None:
+    """``(mean-100, minutes)`` at the first metrics row at or past ``frames`` with a finite
+    mean-100: the row of the update that reaches ``frames``, where a run with ``--max-frames
+    FRAMES`` ends. None if the run never got there (or has no metrics)."""
+    for minutes, at, value in read_curve(run_dir):
+        if at >= frames:
+            return value, minutes
+    return None
 
 
 def time_split(metrics_csv: Path) -> dict[str, float]:
