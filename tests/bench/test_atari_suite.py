@@ -269,18 +269,21 @@ def _record(game, label, seed, final):
 def test_score_at_is_the_row_of_the_update_that_reaches_the_count(tmp_path):
     """--score-at N reads the first metrics row at or past N (the update that reaches N, where
     a run with --max-frames N ends), skipping rows before the first episode's return."""
-    from rapidrl.train.launch import score_at
+    from rapidrl.train.launch import scores_at
 
     run_dir = tmp_path / "run"
     _canned_run(
         run_dir, frames=1_040_000, final=6.0, best=6.0,
         curve=((0, "nan"), (997_376, 4.0), (1_017_856, 5.0), (1_040_000, 6.0)),
     )  # fmt: skip
-    assert score_at(run_dir, 1_000_000) == (5.0, 1_017.856 / 60.0)
-    assert score_at(run_dir, 997_376) == (4.0, 997.376 / 60.0)  # a row exactly at the count
-    assert score_at(run_dir, 1) == (4.0, 997.376 / 60.0)  # the nan row (no episode yet) is skipped
-    assert score_at(run_dir, 2_000_000) is None  # stopped before
-    assert score_at(tmp_path / "none", 1) is None  # no metrics
+    hits = scores_at(run_dir, [1_000_000, 997_376, 1, 2_000_000])
+    assert hits == [
+        (5.0, 1_017.856 / 60.0),  # the first row past 1M
+        (4.0, 997.376 / 60.0),  # a row exactly at the count
+        (4.0, 997.376 / 60.0),  # the nan row (no episode yet) is skipped
+        None,  # stopped before
+    ]
+    assert scores_at(tmp_path / "none", [1]) == [None]  # no metrics
 
 
 def test_the_report_tables_the_scores_at_the_given_counts(tmp_path, capsys):

@@ -59,7 +59,7 @@ from rapidrl.train.launch import (
     read_summary,
     run_state,
     same_recipe,
-    score_at,
+    scores_at,
     split_extra,
     stopped_from_outside,
     time_split,
@@ -89,7 +89,6 @@ __all__ = [
     "subset_estimates",
     "suite_medians",
     "summarize_suite",
-    "with_scores_at",
     "write_results",
 ]
 
@@ -561,14 +560,15 @@ def execute_run(b: BenchAtariConfig, spec: RunSpec, extra: Sequence[str] = ()) -
             why = "killed after the time limit" if rc is None else f"exit code {rc}"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             return {**asdict(spec), "run_dir": str(run_dir), "failed": why, "log_tail": tail}
-    return {**finished_record(spec, run_dir), "kept": state == "done"}
+    return {**finished_record(spec, run_dir, b.score_at), "kept": state == "done"}
 
 
-def finished_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+def finished_record(spec: RunSpec, run_dir: Path, score_at: Sequence[int] = ()) -> dict[str, Any]:
     """The record of a finished run, with the machine it ran on last (its ``.node`` file)."""
     where = run_dir.parent / f"seed-{spec.seed}.node"
     node = where.read_text().strip() if where.exists() else None
-    return {**run_record(spec, run_dir), "node": node, "command": saved_recipe(run_dir)}
+    record = run_record(spec, run_dir, score_at)
+    return {**record, "node": node, "command": saved_recipe(run_dir)}
 
 
 def _where() -> str:
@@ -582,13 +582,15 @@ def _where() -> str:
     return where
 
 
-def run_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+def run_record(spec: RunSpec, run_dir: Path, score_at: Sequence[int] = ()) -> dict[str, Any]:
     """A finished run's row: its summary's numbers, the human-normalized scores and the
-    references at its frame count."""
+    references at its frame count; with ``score_at`` (--score-at), ``at_frames``: the mean-100
+    and minutes at the update that reached each count (:func:`scores_at`; None where the run
+    stopped before). Made once, where the run dir is (a Ray task's node)."""
     s = read_summary(run_dir) or {}
     final, best = s.get("return_mean_100"), s.get("best_return_mean_100")
     frames = int(s.get("frames") or 0)
-    return {
+    record = {
         **asdict(spec),
         "run_dir": str(run_dir),
         "frames": frames,
@@ -606,20 +608,15 @@ def run_record(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         "reference": reference_scores(spec.game, frames),
         **time_split(run_dir / "metrics.csv"),
     }
-
-
-def with_scores_at(record: dict[str, Any], frames: Sequence[int]) -> dict[str, Any]:
-    """``record`` with ``at_frames``: for each of ``frames`` the run's mean-100 and minutes at
-    the update that reached it (:func:`score_at`; None where it stopped before). A failed run,
-    or no ``frames``, is returned as it is."""
-    if not frames or "failed" in record:
-        return record
-    at = []
-    for n in frames:
-        hit = score_at(Path(record["run_dir"]), n)
-        score, minutes = hit if hit is not None else (None, None)
-        at.append({"frames": n, "return_mean_100": score, "minutes": minutes})
-    return {**record, "at_frames": at}
+    if score_at:
+        hits = scores_at(run_dir, score_at)
+        record["at_frames"] = [
+            {"frames": n, "return_mean_100": None, "minutes": None}
+            if h is None
+            else {"frames": n, "return_mean_100": h[0], "minutes": h[1]}
+            for n, h in zip(score_at, hits)
+        ]
+    return record
 
 
 # --------------------------------------------------------------------------------------------
@@ -930,7 +927,6 @@ def write_results(
 ) -> dict[str, Any]:
     """suite.json and suite.md for the records so far (rewritten after every run)."""
     out = Path(b.out_dir)
-    records = [with_scores_at(r, b.score_at) for r in records]
     result = {
         "config": asdict(b),
         "extra_args": list(extra),
@@ -1039,7 +1035,7 @@ def _bench_atari(b: BenchAtariConfig, extra: Sequence[str] = (), argv: Sequence[
         for spec in runs:
             run_dir = spec.run_dir(b.out_dir)
             if run_state(run_dir) == "done":
-                records.append(finished_record(spec, run_dir))
+                records.append(finished_record(spec, run_dir, b.score_at))
             else:
                 unfinished.append(f"{spec.game} {spec.label} seed {spec.seed}")
         print(f"  report: {len(records)} runs finished; not finished: "

@@ -23,7 +23,7 @@ from typing import Any
 __all__ = [
     "read_curve",
     "same_recipe",
-    "score_at",
+    "scores_at",
     "time_split",
     "read_summary",
     "run_state",
@@ -238,14 +238,12 @@ def read_curve(run_dir: Path, column: str = "return_mean_100") -> list[tuple[flo
     return out
 
 
-def score_at(run_dir: Path, frames: int) -> tuple[float, float] | None:
-    """``(mean-100, minutes)`` at the first metrics row at or past ``frames`` with a finite
-    mean-100: the row of the update that reaches ``frames``, where a run with ``--max-frames
-    FRAMES`` ends. None if the run never got there (or has no metrics)."""
-    for minutes, at, value in read_curve(run_dir):
-        if at >= frames:
-            return value, minutes
-    return None
+def scores_at(run_dir: Path, counts: Sequence[int]) -> list[tuple[float, float] | None]:
+    """For each frame count, ``(mean-100, minutes)`` at the first metrics row at or past it with
+    a finite mean-100: the row of the update that reaches it, where a run with ``--max-frames
+    COUNT`` ends. None where the run never got there (or has no metrics)."""
+    curve = read_curve(run_dir)  # read once for all the counts
+    return [next(((v, m) for m, at, v in curve if at >= n), None) for n in counts]
 
 
 def time_split(metrics_csv: Path) -> dict[str, float]:
