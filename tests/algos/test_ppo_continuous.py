@@ -320,6 +320,34 @@ def test_env_benchmarks_step_continuous_action_spaces():
     assert rec["steps_per_s"] > 0
 
 
+def test_mujoco_fast_is_the_measured_flags_on_mujoco():
+    """`--preset mujoco-fast` is what docs/results/mujoco_ppo_rlgames_screen_zen4 ran: `mujoco`
+    with rl_games' flags, 20M steps or 10 minutes, and nothing else."""
+    from rapidrl.algos.ppo.train import parse_ppo_args
+
+    measured = "--num-envs 64 --num-steps 128 --minibatches 4 --epochs 5 --lr 3e-4 --no-anneal-lr"
+    measured += " --kl-adaptive-lr 0.008 --clip 0.2 --no-clip-vloss --vf-coef 2.0"
+    measured += " --max-grad-norm 1.0 --ent-coef 0 --obs-norm --value-norm --no-reward-norm"
+    measured += " --shared-torso --mlp-widths 256 128 64 --mlp-activation elu"
+    measured += " --max-frames 20000000 --max-minutes 10 --env HalfCheetah-v5"
+    prog = "rapidrl train ppo"
+    as_run = parse_ppo_args(["--preset", "mujoco", *measured.split()], prog, "mujoco")
+    assert parse_ppo_args(["--preset", "mujoco-fast"], prog, "mujoco") == as_run
+    assert as_run == PRESETS["mujoco-fast"] and as_run.torch_threads == 1
+
+
+def test_mujoco_ant_is_the_measured_flags_on_mujoco():
+    """`--preset mujoco-ant` is what docs/results/mujoco_ppo_ant_kl_zen4 ran as D: `mujoco` with
+    `--target-kl 0.05 --lr 1e-4` on Ant-v5, and nothing else."""
+    from rapidrl.algos.ppo.train import parse_ppo_args
+
+    prog = "rapidrl train ppo"
+    measured = ["--target-kl", "0.05", "--lr", "1e-4", "--env", "Ant-v5"]
+    as_run = parse_ppo_args(["--preset", "mujoco", *measured], prog, "mujoco")
+    assert parse_ppo_args(["--preset", "mujoco-ant"], prog, "mujoco") == as_run
+    assert as_run == PRESETS["mujoco-ant"] and as_run.max_frames == 1_000_000
+
+
 def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(tmp_path):
     from torch import nn
 

@@ -739,7 +739,11 @@ def test_help_lists_every_field(capsys, command):
     for f in dataclasses.fields(PPOConfig):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
-    presets = "cartpole, fast, lean, mujoco, ppo, ppo-lstm" if command == "ppo" else None
+    presets = (
+        "cartpole, fast, lean, mujoco, mujoco-ant, mujoco-fast, ppo, ppo-lstm"
+        if command == "ppo"
+        else None
+    )
     assert f"presets: {presets or 'cartpole, fast, lean, ppo, ppo-lstm'}" in out
 
 

@@ -100,11 +100,11 @@ __all__ = [
 ]
 
 # ppo-lstm: every preset with the LSTM on (`rapidrl train ppo-lstm --preset fast` = fast + LSTM).
-# mujoco is not among them: continuous actions are for the feed-forward net.
+# The mujoco presets are not among them: continuous actions are for the feed-forward net.
 LSTM_PRESETS = {
     name: dataclasses.replace(cfg, recurrent=True)
     for name, cfg in PRESETS.items()
-    if name != "mujoco"
+    if not name.startswith("mujoco")
 }
 # lean's KL-adaptive rate capped at its start (3e-4): with the 0.01 cap the recurrent policy did
 # not learn Pong in 6M frames, capped it did (docs/results/pong_ppo_lstm_lean_zen5); 4 epochs,
@@ -337,8 +337,8 @@ def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
 
 
 def main_ppo(argv: Sequence[str]) -> int:
-    """``rapidrl train ppo [--preset lean|fast|ppo|cartpole|mujoco] [--FIELD VALUE ...]``
-    (default: lean; mujoco for an env with continuous actions)."""
+    """``rapidrl train ppo [--preset lean|fast|ppo|cartpole|mujoco|mujoco-ant|mujoco-fast]
+    [--FIELD VALUE ...]`` (default: lean; mujoco for an env with continuous actions)."""
     return _main(argv, "rapidrl train ppo", default_ppo_preset(argv), PRESETS)
 
 
