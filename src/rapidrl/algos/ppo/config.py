@@ -369,7 +369,8 @@ PRESETS["mujoco-ant"] = dataclasses.replace(
 
 # mujoco-fast: rl_games' MuJoCo recipe (64 envs x 128 steps, 5 epochs of 4 minibatches, KL-adaptive
 # rate, input and value normalization, one 256-128-64 ELU torso) for the 10-minute wall-time
-# targets: Walker2d-v5 and HalfCheetah-v5 on a 2-core Zen 4, 3 seeds (docs/presets.md#ppo-mujoco-fast).
+# targets: Walker2d-v5 and HalfCheetah-v5 met on a 2-core Zen 4, median of 3 seeds
+# (docs/presets.md#ppo-mujoco-fast).
 PRESETS["mujoco-fast"] = dataclasses.replace(
     PRESETS["mujoco"],
     env="HalfCheetah-v5",
