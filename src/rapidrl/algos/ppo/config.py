@@ -360,6 +360,23 @@ PRESETS["mujoco"] = PPOConfig(
     max_frames=1_000_000,
 )
 
+# rl_games' PPO recipe, shared by lean (Atari) and mujoco-fast (MuJoCo): big rollouts and
+# minibatches, no annealing (lean and mujoco-fast add the KL-adaptive rate), value and input
+# normalization.
+_RL_GAMES = dict(
+    num_envs=64,
+    num_steps=128,
+    minibatches=4,
+    lr=3e-4,
+    anneal_lr=False,
+    clip=0.2,
+    clip_vloss=False,
+    vf_coef=2.0,
+    max_grad_norm=1.0,
+    obs_norm=True,
+    value_norm=True,
+)
+
 # mujoco-ant: mujoco with a third of the rate and an update stopped once its KL passes 0.05 (Ant's
 # control cost shrinks the policy's noise, so a fixed step grows in KL): Ant-v5 846.8 at 1M steps,
 # 1.9x mujoco, median of 3 on a 2-core Zen 4 (docs/presets.md#ppo-mujoco-ant).
@@ -373,21 +390,11 @@ PRESETS["mujoco-ant"] = dataclasses.replace(
 # (docs/presets.md#ppo-mujoco-fast).
 PRESETS["mujoco-fast"] = dataclasses.replace(
     PRESETS["mujoco"],
+    **_RL_GAMES,
     env="HalfCheetah-v5",
-    num_envs=64,
-    num_steps=128,
-    minibatches=4,
     epochs=5,
-    lr=3e-4,
-    anneal_lr=False,
     kl_adaptive_lr=0.008,
-    clip=0.2,
-    clip_vloss=False,
-    vf_coef=2.0,
-    max_grad_norm=1.0,
     ent_coef=0.0,
-    obs_norm=True,
-    value_norm=True,
     reward_norm=False,
     shared_torso=True,
     mlp_widths=(256, 128, 64),
@@ -401,19 +408,9 @@ PRESETS["mujoco-fast"] = dataclasses.replace(
 # docs/results/atari_ppo_lean_zen5 (docs/presets.md#ppo-lean).
 PRESETS["lean"] = dataclasses.replace(
     PRESETS["fast"],
-    num_envs=64,
-    num_steps=128,
-    minibatches=4,
+    **_RL_GAMES,
     epochs=3,
     obs_size=52,
     frame_stack=2,
-    lr=3e-4,
-    anneal_lr=False,
     kl_adaptive_lr=0.01,
-    clip=0.2,
-    clip_vloss=False,
-    vf_coef=2.0,
-    max_grad_norm=1.0,
-    obs_norm=True,
-    value_norm=True,
 )
