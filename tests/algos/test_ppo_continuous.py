@@ -383,3 +383,32 @@ def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(
         dataclasses.replace(cfg, mlp_widths=(64, 0)).validate()
     with pytest.raises(ConfigError, match="--mlp-widths and --mlp-activation shape the MLP"):
         make_policy(dataclasses.replace(PRESETS["lean"], mlp_activation="elu"), (2, 52, 52), 6)
+
+
+def test_log_std_init_sets_the_gaussian_policys_starting_noise():
+    import math
+
+    from rapidrl.algos.ppo.learner import make_policy
+    from rapidrl.config import ConfigError
+
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(PRESETS["mujoco"], log_std_init=-2.0)
+    net = make_policy(cfg, (11,), 3, "cpu", continuous=True)
+    assert torch.equal(net.log_std.detach(), torch.full((3,), -2.0))
+    # The sampled noise is the std's: 20,000 draws around the mean spread by exp(-2) per dim.
+    obs = torch.zeros(20_000, 11)
+    with torch.no_grad():
+        out = net.act(obs)
+    spread = (out.action - out.logits).std(0)
+    assert torch.allclose(spread, torch.full((3,), math.exp(-2.0)), rtol=0.03)
+    # The entropy follows: a Gaussian's per dim is log std + 0.5 log(2 pi e).
+    entropy = net.evaluate(obs[:4], out.action[:4]).entropy
+    per_dim = -2.0 + 0.5 * math.log(2 * math.pi * math.e)
+    assert torch.allclose(entropy, torch.full((4,), 3 * per_dim))
+    # The default stays CleanRL's std 1; a discrete policy and out-of-range values are refused.
+    default = make_policy(PRESETS["mujoco"], (11,), 3, "cpu", continuous=True)
+    assert torch.equal(default.log_std.detach(), torch.zeros(3))
+    with pytest.raises(ConfigError, match="--log-std-init sets a Gaussian policy's starting"):
+        make_policy(dataclasses.replace(PRESETS["lean"], log_std_init=-1.0), (2, 52, 52), 6)
+    with pytest.raises(ConfigError, match=r"--log-std-init is a log std, in \[-10, 2\]"):
+        dataclasses.replace(PRESETS["mujoco"], log_std_init=5.0).validate()

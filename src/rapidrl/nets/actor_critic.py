@@ -71,8 +71,9 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         num_actions: discrete actions ``A``, or with ``continuous`` the action's dims ``A``.
         continuous: a diagonal Gaussian policy over ``R^A``: the actor head gives the mean
             (initialized near 0, as the logits), ``log_std [A]`` is a parameter of its own
-            (state-independent, starting at 0: std 1). Sampled actions are unclipped; whoever
-            sends them to an env clips them to its bounds.
+            (state-independent, starting at ``log_std_init``). Sampled actions are unclipped;
+            whoever sends them to an env clips them to its bounds.
+        log_std_init: the continuous policy's starting log std (0: std 1, CleanRL's).
         torso: a custom torso mapping ``[n, *obs_shape]`` to ``[n, torso.out_dim]``.
         shared_torso: one torso for both heads (Atari). ``False`` gives the critic its own copy
             (CleanRL's classic-control network): the value loss then cannot disturb the policy
@@ -115,6 +116,7 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         value_norm: bool = False,
         reward_norm: bool = False,
         continuous: bool = False,
+        log_std_init: float = 0.0,
     ):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
@@ -137,7 +139,7 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         self.actor = _head(feat, self.num_actions, 0.01)
         self.critic = _head(feat, 1, 1.0)
         if self.continuous:
-            self.log_std = nn.Parameter(torch.zeros(self.num_actions))
+            self.log_std = nn.Parameter(torch.full((self.num_actions,), float(log_std_init)))
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3
         if self.channels_last:
             self.to(memory_format=torch.channels_last)

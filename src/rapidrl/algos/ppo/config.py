@@ -82,6 +82,9 @@ class PPOConfig(TorsoWidths, RolloutConfig):
     features (--torso-dim, when set, replaces the last). CleanRL: 64 64; rl_games: 256 128 64."""
     mlp_activation: Literal["tanh", "relu", "elu"] = "tanh"
     """The MLP torso's activation (CleanRL's PPO: tanh; rl_games' MuJoCo recipes: elu)."""
+    log_std_init: float = 0.0
+    """Continuous actions: the Gaussian policy's starting log std, every dim (0: std 1, CleanRL;
+    the SB3 zoo's tuned MuJoCo PPO: -2, std 0.14). Discrete actions: leave at 0."""
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
@@ -192,6 +195,10 @@ class PPOConfig(TorsoWidths, RolloutConfig):
                 f"the KL-adaptive rate needs 0 < --lr-min ({self.lr_min}) <= --lr ({self.lr}) "
                 f"<= --lr-max ({self.lr_max})",
             )
+        need(
+            -10.0 <= self.log_std_init <= 2.0,
+            f"--log-std-init is a log std, in [-10, 2] (std 4.5e-5 to 7.4), got {self.log_std_init}",
+        )
         need(self.adam_eps > 0, f"--adam-eps must be > 0, got {self.adam_eps}")
         need(self.clip > 0, f"--clip must be > 0, got {self.clip}")
         need(self.ent_coef >= 0, f"--ent-coef must be >= 0, got {self.ent_coef}")

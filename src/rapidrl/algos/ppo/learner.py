@@ -116,6 +116,11 @@ def _make_policy(
             f"--obs-norm normalizes image frames or vectors; {cfg.env} gives observations of "
             f"shape {obs_shape}: drop --obs-norm"
         )
+    if cfg.log_std_init != PPOConfig.log_std_init and not continuous:
+        raise ConfigError(
+            f"--log-std-init sets a Gaussian policy's starting noise; {cfg.env} has discrete "
+            "actions: drop --log-std-init"
+        )
     if continuous and cfg.recurrent:
         raise ConfigError(
             f"{cfg.env} has continuous actions; the recurrent net (ppo-lstm, --recurrent) has "
@@ -161,6 +166,7 @@ def _make_policy(
         channels_last=cfg.channels_last,
         reward_norm=cfg.reward_norm,
         continuous=continuous,
+        log_std_init=cfg.log_std_init,
         **norms,
     )
 
