@@ -337,12 +337,12 @@ def test_mujoco_fast_is_the_measured_flags_on_mujoco():
 
 
 def test_mujoco_ant_is_the_measured_flags_on_mujoco():
-    """`--preset mujoco-ant` is what docs/results/mujoco_ppo_ant_kl_zen4 ran as D: `mujoco` with
-    `--target-kl 0.05 --lr 1e-4` on Ant-v5, and nothing else."""
+    """`--preset mujoco-ant` is what docs/results/mujoco_ppo_ant_logstd_zen4 ran as F: `mujoco`
+    with `--target-kl 0.05 --lr 1e-4 --log-std-init -2` on Ant-v5, and nothing else."""
     from rapidrl.algos.ppo.train import parse_ppo_args
 
     prog = "rapidrl train ppo"
-    measured = ["--target-kl", "0.05", "--lr", "1e-4", "--env", "Ant-v5"]
+    measured = ["--target-kl", "0.05", "--lr", "1e-4", "--log-std-init", "-2", "--env", "Ant-v5"]
     as_run = parse_ppo_args(["--preset", "mujoco", *measured], prog, "mujoco")
     assert parse_ppo_args(["--preset", "mujoco-ant"], prog, "mujoco") == as_run
     assert as_run == PRESETS["mujoco-ant"] and as_run.max_frames == 1_000_000
