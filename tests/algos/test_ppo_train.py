@@ -222,17 +222,17 @@ def test_lean_preset_is_fast_with_the_recipe_and_runs_on_pong(tmp_path):
 
 def test_ppo_lstm_lean_preset_resolves_and_trains(tmp_path, capsys):
     """`rapidrl train ppo-lstm --preset lean` is lean with the LSTM (input and value
-    normalization included) and its adaptive rate capped at its start, and trains: here two
-    updates of a tiny Pong rollout."""
+    normalization included), 4 epochs and its adaptive rate capped at 1e-3 (B in
+    docs/results/pong_ppo_lstm_lean_zen4), and trains: here two updates of a tiny Pong rollout."""
     from rapidrl.algos.ppo.train import parse_ppo_args
 
     lean = PRESETS["lean"]
     assert LSTM_PRESETS["lean"] == dataclasses.replace(
-        lean, recurrent=True, lr_max=lean.lr, epochs=4
+        lean, recurrent=True, lr_max=1e-3, epochs=4
     )
     cfg = parse_ppo_args(["--preset", "lean"], "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)
     assert cfg.recurrent and cfg.obs_norm and cfg.value_norm and cfg.kl_adaptive_lr == 0.01
-    assert cfg.lr == cfg.lr_max == 3e-4
+    assert cfg.lr == 3e-4 and cfg.lr_max == 1e-3
     run = tmp_path / "lean"
     tiny = ["--num-envs", "2", "--num-steps", "16", "--backend", "serial", "--max-frames", "256"]
     tiny += ["--minibatches", "2", "--epochs", "2", "--precision", "fp32", "--seed", "3"]

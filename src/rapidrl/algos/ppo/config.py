@@ -12,7 +12,7 @@ at the start of the rollout.
 
 Presets (``--preset NAME``; ``rapidrl train ppo`` defaults to ``lean``; ``rapidrl train ppo-lstm``
 defaults to ``ppo-lstm`` and turns ``recurrent`` on in whichever preset is named, so its ``lean``
-is ``lean`` with the LSTM, 4 epochs and the adaptive rate capped at 3e-4; the reasoning and the
+is ``lean`` with the LSTM, 4 epochs and the adaptive rate capped at 1e-3; the reasoning and the
 measurements behind each: docs/presets.md):
 
 - ``lean``: the default: rl_games' PPO recipe (big rollouts and minibatches, KL-adaptive rate,
