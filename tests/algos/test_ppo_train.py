@@ -227,9 +227,7 @@ def test_ppo_lstm_lean_preset_resolves_and_trains(tmp_path, capsys):
     from rapidrl.algos.ppo.train import parse_ppo_args
 
     lean = PRESETS["lean"]
-    assert LSTM_PRESETS["lean"] == dataclasses.replace(
-        lean, recurrent=True, lr_max=1e-3, epochs=4
-    )
+    assert LSTM_PRESETS["lean"] == dataclasses.replace(lean, recurrent=True, lr_max=1e-3, epochs=4)
     cfg = parse_ppo_args(["--preset", "lean"], "rapidrl train ppo-lstm", "ppo-lstm", LSTM_PRESETS)
     assert cfg.recurrent and cfg.obs_norm and cfg.value_norm and cfg.kl_adaptive_lr == 0.01
     assert cfg.lr == 3e-4 and cfg.lr_max == 1e-3
