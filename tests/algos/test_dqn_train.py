@@ -449,6 +449,21 @@ def test_presets_validate_and_document_every_field():
     )
     # lean-long is lean with a 1M replay and nothing else.
     assert PRESETS["lean-long"] == dataclasses.replace(PRESETS["lean"], buffer_size=1_000_000)
+    # rainbow-long is rainbow-lean at 84x84x4 with a 1M prioritized replay, no double DQN and
+    # half its replay ratio (Rainbow R3 in docs/results/dopamine_rainbow_lean_zen4).
+    assert PRESETS["rainbow-long"] == dataclasses.replace(
+        PRESETS["rainbow-lean"],
+        buffer_size=1_000_000,
+        prioritized=True,
+        per_alpha=0.5,
+        per_beta0=0.4,
+        per_beta_steps=2_500_000,
+        obs_size=84,
+        frame_stack=4,
+        double=False,
+        batch_size=4,
+        steps_per_update=64,
+    )
     # The class and its base (TrainerConfig: the fields every trainer shares).
     lines = [ln for cls in DQNConfig.__mro__[:-1] for ln in inspect.getsource(cls).splitlines()]
     for f in dataclasses.fields(DQNConfig):

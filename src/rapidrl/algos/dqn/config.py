@@ -25,6 +25,8 @@ to ``rainbow-lean``; the reasoning and the measurements behind each: docs/preset
   (Breakout, Name This Game); slower on Pong.
 - ``rainbow-lean``: ``lean`` with double DQN and C51: Rainbow's n-step, double, dueling and
   distributional parts on ``lean``'s input, epsilon-greedy and uniform replay (no noisy nets, no PER).
+- ``rainbow-long``: ``rainbow-lean`` at 84x84x4 with a 1M prioritized replay and updates of 256
+  every 64 agent steps, without double DQN: for 10M-frame runs of games beyond Pong.
 - ``fast``: n-step 3 + double + dueling on 84x84x4 at the Nature replay ratio (the default
   before ``lean``).
 - ``base``, ``n-step``, ``double``, ``dueling``, ``noisy``, ``per``, ``c51``, ``rainbow-fast``: the
@@ -356,6 +358,20 @@ PRESETS["lean-long"] = dataclasses.replace(PRESETS["lean"], buffer_size=1_000_00
 # input; epsilon-greedy and uniform replay: with noisy nets or PER it learned slower there): Pong
 # in 19.0 min, median of 3, on a 2-core Zen 4 with bf16 (docs/presets.md#dqn-rainbow-lean).
 PRESETS["rainbow-lean"] = dataclasses.replace(PRESETS["lean"], double=True, distributional=True)
+# rainbow-long: rainbow-lean at Dopamine's 84x84x4 input with its 1M replay and PER (alpha 0.5,
+# beta 0.4 -> 1 over 2.5M steps), without double DQN, updates of 256 every 64 agent steps: under
+# Dopamine's protocol at 10M frames Q*bert 1.29x and Breakout 1.35x Dopamine's Rainbow, 55-56 min
+# each on a 2-core Zen 4 with bf16 (docs/presets.md#dqn-rainbow-long).
+PRESETS["rainbow-long"] = dataclasses.replace(
+    PRESETS["rainbow-lean"],
+    **dict(_PER, per_beta_steps=2_500_000),
+    buffer_size=1_000_000,
+    obs_size=84,
+    frame_stack=4,
+    double=False,
+    batch_size=4,
+    steps_per_update=64,
+)
 
 # The reference article's eight systems, side by side: `base` (plain DQN on fast's machinery) and
 # base + each component; Pong at 4M frames, one seed each (docs/presets.md#dqn-eight-systems).

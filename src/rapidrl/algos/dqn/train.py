@@ -229,7 +229,7 @@ def _main(argv: Sequence[str], prog: str, default_preset: str) -> int:
 
 
 def main_dqn(argv: Sequence[str]) -> int:
-    """``rapidrl train dqn [--preset lean|lean-long|fast|dqn|rainbow|rainbow-lean]
+    """``rapidrl train dqn [--preset lean|lean-long|fast|dqn|rainbow|rainbow-lean|rainbow-long]
     [--FIELD VALUE ...]`` (default: lean)."""
     return _main(argv, "rapidrl train dqn", DEFAULT_PRESETS["dqn"])
 
