@@ -232,6 +232,39 @@ def test_seeded_runs_reproducible(tmp_path):
     assert strip_time(rows_of(tmp_path / "a")[1]) == strip_time(rows_of(tmp_path / "b")[1])
 
 
+def test_replay_window_trains_as_the_small_replay_then_grows(tmp_path):
+    """--buffer-size-early W in a large replay trains exactly as a replay of capacity W (the same
+    losses and weights) until --buffer-grow-step; then the window gains one transition per agent
+    step, up to --buffer-size (the metrics column says which)."""
+    cfg = dataclasses.replace(
+        CARTPOLE_ALL,
+        prioritized=False,
+        save_replay=False,
+        max_frames=500,
+        buffer_size=150,
+        checkpoint_every_frames=None,
+    )
+    small = train(dataclasses.replace(cfg, run_dir=str(tmp_path / "small")))
+    windowed = dataclasses.replace(
+        cfg, buffer_size=1_000, buffer_size_early=150, buffer_grow_step=10**9
+    )
+    train(dataclasses.replace(windowed, run_dir=str(tmp_path / "win")))
+    ps, pw = (load_latest(tmp_path / n).state["q"] for n in ("small", "win"))
+    assert small["updates"] > 0 and all(torch.equal(ps[k], pw[k]) for k in ps)
+    rows_s, rows_w = rows_of(tmp_path / "small")[1], rows_of(tmp_path / "win")[1]
+    key = ("loss", "q_mean", "return_mean_100", "updates")
+    assert [[r[k] for k in key] for r in rows_s] == [[r[k] for k in key] for r in rows_w]
+    assert {int(r["replay_window"]) for r in rows_w} == {150}
+    # Growing from agent step 200: 150 + (steps - 200), at most 400.
+    grow = dataclasses.replace(windowed, buffer_size=400, buffer_grow_step=200)
+    train(dataclasses.replace(grow, run_dir=str(tmp_path / "grow")))
+    window = [(int(r["steps"]), int(r["replay_window"])) for r in rows_of(tmp_path / "grow")[1]]
+    assert [w for _, w in window] == [min(400, 150 + max(0, s - 200)) for s, _ in window]
+    assert window[0][1] == 150 and window[-1][1] == 400
+    pg = load_latest(tmp_path / "grow").state["q"]
+    assert not all(torch.equal(pg[k], pw[k]) for k in pg)  # the older transitions were drawn
+
+
 def test_resume_without_replay_refills_then_learns(tmp_path, capsys):
     cfg = dataclasses.replace(CARTPOLE_ALL, save_replay=False, checkpoint_every_frames=None)
     run = tmp_path / "r"
@@ -519,6 +552,9 @@ def test_help_lists_every_field(capsys):
         (["--torso-channels", "16", "0", "32"], "--torso-channels needs 3 positive widths"),
         (["--torso", "small", "--torso-channels", "16", "32", "32"], "drop --torso-channels"),
         (["--torso-dim", "0"], "--torso-dim must be >= 1"),
+        (["--buffer-size-early", "200000"], "--buffer-size-early (200000) exceeds --buffer-size"),
+        (["--prioritized", "--buffer-size-early", "5000"], "windows uniform replay only"),
+        (["--buffer-grow-step", "-1"], "--buffer-grow-step must be >= 0"),
     ],
 )
 def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, message):

@@ -428,3 +428,42 @@ def test_sample_into_preallocated_out():
         np.testing.assert_array_equal(got[k], ref[k])
     with pytest.raises(ValueError, match="out arrays"):
         buf.sample(8, out=out)
+
+
+class _Tee:
+    """Adds every step to several buffers."""
+
+    def __init__(self, *bufs):
+        self.bufs = bufs
+
+    def add(self, *args, **kwargs):
+        for b in self.bufs:
+            b.add(*args, **kwargs)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_window_samples_as_a_replay_of_that_capacity(n_step):
+    """A window of W in a larger replay draws the very transitions a replay of capacity W draws
+    (same generator), before and after the small one wraps and evicts by frames; the large one
+    keeps the rest."""
+    rng = np.random.default_rng(3)
+    env = FakeStackedVecEnv(3, rng)  # short episodes: the small one also evicts by frames
+    small = ReplayBuffer(60, (4, 7, 5), 3, stacked=True, n_step=n_step, gamma=0.9)
+    large = ReplayBuffer(3000, (4, 7, 5), 3, stacked=True, n_step=n_step, gamma=0.9)
+    tee = _Tee(small, large)
+    rec = None
+    for steps in (10, 40, 120):  # under the window, just past it, wrapped several times
+        rec = drive_fake(tee, env, steps, rng, rec=rec)
+        a = small.sample(64, np.random.default_rng(steps))
+        b = large.sample(64, np.random.default_rng(steps), window=60)
+        for key in ("obs", "actions", "rewards", "next_obs", "terminated", "discounts", "n_steps"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        check_batch(b, rec, n_step, 0.9)
+    assert len(small) < 60 and len(large) == 3 * 170  # the small one lost some to its frames
+    # Without the window the large replay reaches back past the small one's oldest transition.
+    oldest = min(
+        rec.where[int(x)][1] for x in large.sample(512, np.random.default_rng(0))["actions"]
+    )
+    assert oldest < 170 - 20
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        large.sample(4, window=0)

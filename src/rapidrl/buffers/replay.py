@@ -125,6 +125,7 @@ class ReplayBuffer:
         self.gamma = float(gamma)
         self.n_step = int(n_step)
         self.validate = bool(validate)
+        self.frame_headroom = float(frame_headroom)
 
         self.stack = obs_shape[0] if self.stacked else 1  # C
         self.frame_shape = obs_shape[1:] if self.stacked else obs_shape
@@ -156,11 +157,36 @@ class ReplayBuffer:
         """Transitions currently stored (sampleable or waiting for their n-step tail)."""
         return int((self._t_count - self._t_start).sum())
 
-    def _sample_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per stream, the absolute transition numbers ``[lo, hi)`` that may be sampled."""
+    def _sample_ranges(self, window: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream, the absolute transition numbers ``[lo, hi)`` that may be sampled; with
+        ``window``, only from the newest ``ceil(window / num_envs)`` of each stream."""
         lo = self._t_start
+        if window is not None:
+            if window < 1:
+                raise ValueError(f"window must be >= 1 transition, got {window}")
+            if window < self.capacity:
+                lo = np.maximum(lo, self._window_start(window))
         hi = np.maximum(self._t_count - (self.n_step - 1), lo)
         return lo, hi
+
+    def _window_start(self, window: int) -> np.ndarray:
+        """Per stream, the oldest transition a replay of capacity ``window`` would still hold:
+        within its ring of ``ceil(window / num_envs)`` slots and with every frame of its ``obs``
+        within that replay's frame store (the eviction of ``add``, step 4)."""
+        w = math.ceil(window / self.num_envs)
+        oldest_frame = self._f_count - (w + self.stack + math.ceil(self.frame_headroom * w))
+        # Frame positions grow with the transition number: binary-search the first t in
+        # [a, t_count) whose obs starts at or after oldest_frame, all streams at once.
+        a = np.maximum(self._t_start, self._t_count - w)
+        b = self._t_count.copy()
+        env = np.arange(self.num_envs)
+        while (a < b).any():
+            m = (a + b) // 2
+            fits = self._frame_pos[env, m % self.slots] - (self.stack - 1) >= oldest_frame
+            go = a < b
+            b = np.where(go & fits, m, b)
+            a = np.where(go & ~fits, m + 1, a)
+        return a
 
     @property
     def num_sampleable(self) -> int:
@@ -327,10 +353,21 @@ class ReplayBuffer:
     def _ids_of(self, env: np.ndarray, t_abs: np.ndarray) -> np.ndarray:
         return env * self.slots + t_abs % self.slots
 
-    def sample_indices(self, batch_size: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Uniformly drawn transition ids (``env * T + slot``), with replacement."""
+    def sample_indices(
+        self,
+        batch_size: int,
+        rng: np.random.Generator | None = None,
+        window: int | None = None,
+    ) -> np.ndarray:
+        """Uniformly drawn transition ids (``env * T + slot``), with replacement.
+
+        ``window``: draw only from what a replay of capacity ``window`` (built with the same
+        arguments) would hold: the newest ``ceil(window / num_envs)`` transitions per stream, fewer
+        where their frames would no longer fit its frame store. The same draws from the same
+        generator then pick the same transitions as that replay.
+        """
         rng = self.rng if rng is None else rng
-        lo, hi = self._sample_ranges()
+        lo, hi = self._sample_ranges(window)
         counts = hi - lo
         total = int(counts.sum())
         if total == 0:
@@ -402,9 +439,12 @@ class ReplayBuffer:
         batch_size: int,
         rng: np.random.Generator | None = None,
         out: dict[str, np.ndarray] | None = None,
+        *,
+        window: int | None = None,
     ) -> dict[str, np.ndarray]:
-        """``batch_size`` uniformly drawn transitions; see ``get`` for the fields and ``out``."""
-        return self.get(self.sample_indices(batch_size, rng), out)
+        """``batch_size`` uniformly drawn transitions (from the newest ``window`` only, if given);
+        see ``get`` for the fields and ``out``."""
+        return self.get(self.sample_indices(batch_size, rng, window), out)
 
     # --- checkpointing ---------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:

@@ -126,6 +126,12 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
     """k: agent steps played between updates; the update batch is batch_size x k."""
     buffer_size: int = 100_000
     """Replay capacity in transitions (frames are stored once: ~7 KB per Atari transition)."""
+    buffer_size_early: int = 0
+    """> 0: sample only the newest this many transitions until --buffer-grow-step, then let the
+    window keep every new one until it spans --buffer-size (a small replay's fast start, a large
+    one's memory later). 0: all of --buffer-size throughout."""
+    buffer_grow_step: int = 0
+    """Agent steps after which the --buffer-size-early window starts to grow."""
     learning_starts: int = 10_000
     """Transitions in the replay before the first update (the prefill)."""
     target_sync_steps: int = 1_000
@@ -225,6 +231,26 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
             f"({self.buffer_size}): the prefill could never finish; lower --learning-starts or "
             "raise --buffer-size",
         )
+        for name in ("buffer_size_early", "buffer_grow_step"):
+            v = getattr(self, name)
+            need(isinstance(v, int) and v >= 0, f"--{flag_name(name)} must be >= 0, got {v!r}")
+        if self.buffer_size_early:
+            need(
+                self.buffer_size_early <= self.buffer_size,
+                f"--buffer-size-early ({self.buffer_size_early}) exceeds --buffer-size "
+                f"({self.buffer_size}): the window grows up to the replay; lower it or raise "
+                "--buffer-size",
+            )
+            need(
+                not self.prioritized,
+                "--buffer-size-early windows uniform replay only: prioritized replay samples its "
+                "whole sum tree; drop --prioritized or --buffer-size-early",
+            )
+            need(
+                math.ceil(self.buffer_size_early / self.num_envs) >= self.n_step + 1,
+                f"--buffer-size-early {self.buffer_size_early} over --num-envs {self.num_envs} "
+                f"leaves fewer than --n-step {self.n_step} + 1 transitions per env; raise it",
+            )
         slots = math.ceil(self.buffer_size / self.num_envs)
         need(
             slots >= self.n_step + 1,

@@ -365,6 +365,15 @@ class DQNLearner:
             self.cfg.per_beta0, 1.0, self.cfg.per_beta_steps, self.counters.steps
         )
 
+    def replay_window(self) -> int | None:
+        """Transitions the sampler draws from at the current step count (None: the whole
+        replay): --buffer-size-early until --buffer-grow-step, then one more per agent step."""
+        cfg = self.cfg
+        if not cfg.buffer_size_early:
+            return None
+        grown = max(0, self.counters.steps - cfg.buffer_grow_step)
+        return min(cfg.buffer_size, cfg.buffer_size_early + grown)
+
     def _loss(self, obs, actions, rewards, discounts, next_obs, weights):
         cfg, q, target = self.cfg, self.q, self.target
         with torch.no_grad():
@@ -397,7 +406,7 @@ class DQNLearner:
         if cfg.prioritized:
             batch = rb.sample(cfg.update_batch, out=out, beta=self.beta())
         else:
-            batch = rb.sample(cfg.update_batch, out=out)
+            batch = rb.sample(cfg.update_batch, out=out, window=self.replay_window())
         obs = torch.from_numpy(batch["obs"]).to(device, non_blocking=nb)
         next_obs = torch.from_numpy(batch["next_obs"]).to(device, non_blocking=nb)
         self._host.record()
@@ -457,6 +466,8 @@ class DQNLearner:
         }
         if self.cfg.prioritized:
             row["beta"] = self.beta()
+        if self.cfg.buffer_size_early:
+            row["replay_window"] = self.replay_window()
         c.reset_sums()
         return row
 
