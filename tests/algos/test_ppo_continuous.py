@@ -348,6 +348,19 @@ def test_mujoco_ant_is_the_measured_flags_on_mujoco():
     assert as_run == PRESETS["mujoco-ant"] and as_run.max_frames == 1_000_000
 
 
+def test_mujoco_halfcheetah_is_the_measured_flag_on_mujoco():
+    """`--preset mujoco-halfcheetah` is what docs/results/mujoco_ppo_ant_logstd_zen4 ran on
+    HalfCheetah-v5: `mujoco` with `--log-std-init -2`, and nothing else."""
+    from rapidrl.algos.ppo.train import parse_ppo_args
+
+    prog = "rapidrl train ppo"
+    measured = ["--log-std-init", "-2", "--env", "HalfCheetah-v5"]
+    as_run = parse_ppo_args(["--preset", "mujoco", *measured], prog, "mujoco")
+    assert parse_ppo_args(["--preset", "mujoco-halfcheetah"], prog, "mujoco") == as_run
+    assert as_run == PRESETS["mujoco-halfcheetah"] and as_run.log_std_init == -2.0
+    assert PRESETS["mujoco"].log_std_init == 0.0  # Hopper's (docs/results: 503.4 with -2)
+
+
 def test_mlp_widths_and_activation_shape_the_policy_and_survive_the_config_file(tmp_path):
     from torch import nn
 

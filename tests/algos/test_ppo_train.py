@@ -738,7 +738,7 @@ def test_help_lists_every_field(capsys, command):
         if f.name != "algo":
             assert f"--{f.name.replace('_', '-')}" in out, f.name
     presets = (
-        "cartpole, fast, lean, mujoco, mujoco-ant, mujoco-fast, ppo, ppo-lstm"
+        "cartpole, fast, lean, mujoco, mujoco-ant, mujoco-fast, mujoco-halfcheetah, ppo, ppo-lstm"
         if command == "ppo"
         else None
     )

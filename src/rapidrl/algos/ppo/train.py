@@ -335,8 +335,8 @@ def _main(argv: Sequence[str], prog: str, default_preset: str, presets) -> int:
 
 
 def main_ppo(argv: Sequence[str]) -> int:
-    """``rapidrl train ppo [--preset lean|fast|ppo|cartpole|mujoco|mujoco-ant|mujoco-fast]
-    [--FIELD VALUE ...]`` (default: lean; mujoco for an env with continuous actions)."""
+    """``rapidrl train ppo [--preset lean|fast|ppo|cartpole|mujoco|mujoco-ant|mujoco-halfcheetah|
+    mujoco-fast] [--FIELD VALUE ...]`` (default: lean; mujoco for an env with continuous actions)."""
     return _main(argv, "rapidrl train ppo", default_ppo_preset(argv), PRESETS)
 
 
