@@ -178,8 +178,10 @@ class ReplayBuffer:
         # Frame positions grow with the transition number: binary-search the first t in
         # [a, t_count) whose obs starts at or after oldest_frame, all streams at once.
         a = np.maximum(self._t_start, self._t_count - w)
-        b = self._t_count.copy()
         env = np.arange(self.num_envs)
+        # Long episodes (Atari): the ring's bound binds and no search runs.
+        fits_a = self._frame_pos[env, a % self.slots] - (self.stack - 1) >= oldest_frame
+        b = np.where(fits_a, a, self._t_count)
         while (a < b).any():
             m = (a + b) // 2
             fits = self._frame_pos[env, m % self.slots] - (self.stack - 1) >= oldest_frame
