@@ -159,7 +159,7 @@ class ReplayBuffer:
 
     def _sample_ranges(self, window: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per stream, the absolute transition numbers ``[lo, hi)`` that may be sampled; with
-        ``window``, only from the newest ``ceil(window / num_envs)`` of each stream."""
+        ``window``, only those a replay of that capacity would hold (:meth:`_window_start`)."""
         lo = self._t_start
         if window is not None:
             if window < 1:
