@@ -211,7 +211,13 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
             "max_frames",
             "weight_sync_every",
         )
-        for name in ("learning_starts", "epsilon_decay_steps", "actor_processes"):
+        for name in (
+            "learning_starts",
+            "epsilon_decay_steps",
+            "actor_processes",
+            "buffer_size_early",
+            "buffer_grow_step",
+        ):
             v = getattr(self, name)
             need(isinstance(v, int) and v >= 0, f"--{flag_name(name)} must be >= 0, got {v!r}")
         validate_torso(self)
@@ -231,9 +237,6 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
             f"({self.buffer_size}): the prefill could never finish; lower --learning-starts or "
             "raise --buffer-size",
         )
-        for name in ("buffer_size_early", "buffer_grow_step"):
-            v = getattr(self, name)
-            need(isinstance(v, int) and v >= 0, f"--{flag_name(name)} must be >= 0, got {v!r}")
         if self.buffer_size_early:
             need(
                 self.buffer_size_early <= self.buffer_size,
