@@ -1,6 +1,8 @@
 """CPU detection: model and learner ISAs from /proc/cpuinfo text (faked here), the one-line
 description every run prints and the record summary.json keeps."""
 
+import pytest
+
 from rapidrl.hardware import (
     core_name,
     cpu_info,
@@ -118,3 +120,27 @@ def test_family_and_model_name_the_core_where_the_model_name_does_not():
     # No identity lines (the fakes above, non-Linux): nothing invented.
     bare = cpu_info(ZEN3, environ={})
     assert (bare.family, bare.model_number, bare.core) == (None, None, None)
+
+
+MEMINFO = """MemTotal:       24000000 kB
+MemFree:         1000000 kB
+MemAvailable:    2000000 kB
+SwapTotal:       1000000 kB
+SwapFree:         500000 kB
+"""
+
+
+def test_available_memory_is_memavailable_plus_free_swap():
+    from rapidrl.hardware import available_memory
+
+    assert available_memory(MEMINFO) == (2_000_000 + 500_000) * 1024
+    assert available_memory("MemTotal: 10 kB\n") is None  # an old kernel says no more
+
+
+def test_require_memory_names_the_need_and_the_fix():
+    from rapidrl.config import ConfigError
+    from rapidrl.hardware import require_memory
+
+    require_memory(2_500_000 * 1024, "the replay", "lower --buffer-size", MEMINFO)  # fits
+    with pytest.raises(ConfigError, match=r"the replay needs 2.6 GB once full .* 2.6 GB avail"):
+        require_memory(2_500_001 * 1024, "the replay", "lower --buffer-size", MEMINFO)

@@ -157,6 +157,38 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def available_memory(meminfo_text: str | None = None) -> int | None:
+    """Bytes a new allocation can still use: ``MemAvailable`` plus ``SwapFree`` from
+    ``/proc/meminfo`` (Linux); None where the OS does not say."""
+    if meminfo_text is None:
+        try:
+            meminfo_text = Path("/proc/meminfo").read_text()
+        except OSError:
+            return None
+    fields = {}
+    for line in meminfo_text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            fields[key.strip()] = int(parts[0]) * 1024  # kB
+    if "MemAvailable" not in fields:
+        return None
+    return fields["MemAvailable"] + fields.get("SwapFree", 0)
+
+
+def require_memory(nbytes: int, what: str, fix: str, meminfo_text: str | None = None) -> None:
+    """A clear error now, instead of the OS killing the run hours later: ``what`` will need
+    ``nbytes`` (e.g. a replay whose pages fill as it does) and the machine has less available."""
+    avail = available_memory(meminfo_text)
+    if avail is not None and nbytes > avail:
+        from rapidrl.config import ConfigError
+
+        raise ConfigError(
+            f"{what} needs {nbytes / 1e9:.1f} GB once full and this machine has "
+            f"{avail / 1e9:.1f} GB available (memory and swap); {fix}"
+        )
+
+
 def _isa_limit(environ: dict[str, str] | os._Environ) -> str | None:
     parts = [
         f"{name}={environ[name]}"

@@ -565,6 +565,19 @@ def test_bad_input_gives_a_clear_error(tmp_path, monkeypatch, capsys, argv, mess
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_replay_larger_than_memory_is_a_clear_error_before_training(
+    tmp_path, monkeypatch, capsys
+):
+    from rapidrl import hardware
+
+    monkeypatch.setattr(hardware, "available_memory", lambda *a: 10_000)
+    argv = ["train", "dqn", "--preset", "dqn", "--env", "CartPole-v1", "--learning-starts", "100"]
+    assert cli.main([*argv, "--buffer-size", "1000", "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "the replay (--buffer-size 1000 of (4,) observations) needs" in err
+    assert "lower --buffer-size" in err and "Traceback" not in err
+
+
 def test_per_weights_choice_is_checked_and_older_runs_resume_as_they_ran():
     from rapidrl.config import ConfigError
     from rapidrl.train.run import config_from_dict, config_to_dict

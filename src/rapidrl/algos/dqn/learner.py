@@ -29,6 +29,7 @@ import torch
 from rapidrl.algos.dqn.config import DQNConfig
 from rapidrl.algos.dqn.losses import categorical_loss, categorical_target, td_loss, td_target
 from rapidrl.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from rapidrl.hardware import require_memory
 from rapidrl.nets.exploration import epsilon_greedy
 from rapidrl.nets.q import QNetwork
 from rapidrl.nets.torso import resolve_precision
@@ -262,6 +263,11 @@ class DQNLearner:
             n_step=cfg.n_step,
             seed=[cfg.seed, 2],
             **({"alpha": cfg.per_alpha, "normalize": cfg.per_weights} if cfg.prioritized else {}),
+        )
+        require_memory(
+            self.rb.storage_nbytes(),
+            f"the replay (--buffer-size {cfg.buffer_size} of {self.obs_shape} observations)",
+            "lower --buffer-size",
         )
         self._host = _HostBatches(
             self.rb,

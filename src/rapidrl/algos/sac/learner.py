@@ -36,6 +36,7 @@ from rapidrl.algos.sac.losses import (
     temperature_loss,
 )
 from rapidrl.buffers import ReplayBuffer
+from rapidrl.hardware import require_memory
 from rapidrl.nets.sac import QEnsemble, SquashedGaussianActor
 from rapidrl.nets.torso import resolve_precision
 from rapidrl.train.checkpoint import DEFAULT_IGNORE_FIELDS, replay_refill_notice
@@ -161,6 +162,11 @@ class SACLearner(RolloutLearner):
             gamma=cfg.gamma,
             n_step=1,
             seed=[cfg.seed, 2],
+        )
+        require_memory(
+            self.rb.storage_nbytes(),
+            f"the replay (--buffer-size {cfg.buffer_size})",
+            "lower --buffer-size",
         )
 
     # --- checkpoints: RolloutLearner's, plus the update generator, the NumPy generators and,
