@@ -255,6 +255,12 @@ def test_replay_window_trains_as_the_small_replay_then_grows(tmp_path):
     key = ("loss", "q_mean", "return_mean_100", "updates")
     assert [[r[k] for k in key] for r in rows_s] == [[r[k] for k in key] for r in rows_w]
     assert {int(r["replay_window"]) for r in rows_w} == {150}
+    # A window at least the replay's size is the whole replay (lean's window with a small
+    # --buffer-size): the same weights as no window.
+    wide = dataclasses.replace(cfg, buffer_size_early=1_000, run_dir=str(tmp_path / "wide"))
+    train(wide)
+    pwide = load_latest(tmp_path / "wide").state["q"]
+    assert all(torch.equal(ps[k], pwide[k]) for k in ps)
     # Growing from agent step 200: 150 + (steps - 200), at most 400.
     grow = dataclasses.replace(windowed, buffer_size=400, buffer_grow_step=200)
     train(dataclasses.replace(grow, run_dir=str(tmp_path / "grow")))
@@ -477,11 +483,14 @@ def test_presets_validate_and_document_every_field():
     from rapidrl.algos import DEFAULT_PRESETS
 
     assert DEFAULT_PRESETS["rainbow"] == "rainbow-lean"
-    assert PRESETS["rainbow-lean"] == dataclasses.replace(
-        PRESETS["lean"], double=True, distributional=True
+    lean_100k = dataclasses.replace(
+        PRESETS["lean"], buffer_size=100_000, buffer_size_early=0, buffer_grow_step=0
     )
-    # lean-long is lean with a 1M replay and nothing else.
-    assert PRESETS["lean-long"] == dataclasses.replace(PRESETS["lean"], buffer_size=1_000_000)
+    assert PRESETS["rainbow-lean"] == dataclasses.replace(
+        lean_100k, double=True, distributional=True
+    )
+    # lean-long is lean with all of its 1M replay from the start, and nothing else.
+    assert PRESETS["lean-long"] == dataclasses.replace(lean_100k, buffer_size=1_000_000)
     # rainbow-long is rainbow-lean at 84x84x4 with a 1M prioritized replay, no double DQN and
     # half its replay ratio (Rainbow R3 in docs/results/dopamine_rainbow_lean_zen4).
     assert PRESETS["rainbow-long"] == dataclasses.replace(
@@ -521,6 +530,7 @@ def test_lean_is_the_default_and_changes_exactly_its_recipe():
     assert changed == {
         "obs_size": 52, "frame_stack": 2, "obs_norm": True, "torso_channels": (16, 32, 32),
         "torso_dim": 256, "double": False, "num_envs": 16, "steps_per_update": 32, "lr": 5e-4,
+        "buffer_size": 1_000_000, "buffer_size_early": 100_000, "buffer_grow_step": 750_000,
     }  # fmt: skip
     assert lean.update_batch == 256 and lean.batch_size == fast.batch_size  # the same ratio
 
@@ -552,7 +562,7 @@ def test_help_lists_every_field(capsys):
         (["--torso-channels", "16", "0", "32"], "--torso-channels needs 3 positive widths"),
         (["--torso", "small", "--torso-channels", "16", "32", "32"], "drop --torso-channels"),
         (["--torso-dim", "0"], "--torso-dim must be >= 1"),
-        (["--buffer-size-early", "200000"], "--buffer-size-early (200000) exceeds --buffer-size"),
+        (["--prioritized"], "add --buffer-size-early 0"),  # lean's window
         (["--prioritized", "--buffer-size-early", "5000"], "windows uniform replay only"),
         (["--buffer-grow-step", "-1"], "--buffer-grow-step must be >= 0"),
     ],
