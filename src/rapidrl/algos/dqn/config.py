@@ -24,8 +24,9 @@ to ``rainbow-lean``; the reasoning and the measurements behind each: docs/preset
   only in its newest 100k transitions for the first 3M frames, the window then growing to 1M.
 - ``lean-long``: ``lean`` with all of the 1M replay from the start (Breakout, Name This Game);
   slower on Pong.
-- ``rainbow-lean``: ``lean`` with a 100k replay, double DQN and C51: Rainbow's n-step, double, dueling and
-  distributional parts on ``lean``'s input, epsilon-greedy and uniform replay (no noisy nets, no PER).
+- ``rainbow-lean``: ``lean`` with a 100k replay, double DQN and C51: Rainbow's n-step, double,
+  dueling and distributional parts on ``lean``'s input, epsilon-greedy and uniform replay (no
+  noisy nets, no PER).
 - ``rainbow-long``: ``rainbow-lean`` at 84x84x4 with a 1M prioritized replay and updates of 256
   every 64 agent steps, without double DQN: for 10M-frame runs of games beyond Pong.
 - ``fast``: n-step 3 + double + dueling on 84x84x4 at the Nature replay ratio (the default
@@ -387,7 +388,8 @@ PRESETS["lean"] = dataclasses.replace(
 PRESETS["lean-long"] = dataclasses.replace(_LEAN_100K, buffer_size=1_000_000)
 # rainbow-lean: lean's 100k replay with double DQN and C51 (Rainbow's n-step, double, dueling and
 # C51 on lean's input; epsilon-greedy and uniform replay: with noisy nets or PER it learned slower
-# there): Pong in 19.0 min, median of 3, on a 2-core Zen 4 with bf16 (docs/presets.md#dqn-rainbow-lean).
+# there): Pong in 19.0 min, median of 3, on a 2-core Zen 4 with bf16
+# (docs/presets.md#dqn-rainbow-lean).
 PRESETS["rainbow-lean"] = dataclasses.replace(_LEAN_100K, double=True, distributional=True)
 # rainbow-long: rainbow-lean at Dopamine's 84x84x4 input with its 1M replay and PER (alpha 0.5,
 # beta 0.4 -> 1 over 2.5M steps), without double DQN, updates of 256 every 64 agent steps: under
