@@ -242,8 +242,9 @@ class DQNConfig(TorsoWidths, RayTrainerConfig):
         if self.buffer_size_early and self.buffer_size_early < self.buffer_size:
             need(
                 not self.prioritized,
-                "--buffer-size-early windows uniform replay only: prioritized replay samples its "
-                "whole sum tree; add --buffer-size-early 0 (the whole replay) or drop --prioritized",
+                "--buffer-size-early windows uniform replay only: prioritized replay samples "
+                "its whole sum tree; add --buffer-size-early 0 (the whole replay) or drop "
+                "--prioritized",
             )
             need(
                 math.ceil(self.buffer_size_early / self.num_envs) >= self.n_step + 1,
