@@ -586,6 +586,7 @@ def test_a_replay_larger_than_memory_is_a_clear_error_before_training(
     err = capsys.readouterr().err
     assert "the replay (--buffer-size 1000 of (4,) observations) needs" in err
     assert "lower --buffer-size" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()  # refused before the run directory is made
 
 
 def test_per_weights_choice_is_checked_and_older_runs_resume_as_they_ran():

@@ -357,6 +357,22 @@ def test_memory_one_frame_per_transition():
     assert flat.storage_nbytes() / 10_000 < 1.05 * 16 + 64
 
 
+@pytest.mark.parametrize(
+    "capacity, obs_shape, num_envs, kw",
+    [
+        (1_000_000, (2, 52, 52), 16, dict(stacked=True)),  # DQN lean
+        (100_003, (4, 84, 84), 7, dict(stacked=True)),  # capacity not a multiple of the envs
+        (10_000, (17,), 1, dict(obs_dtype=np.float32, action_shape=(6,), action_dtype=np.float32)),
+    ],
+)
+def test_nbytes_for_is_what_the_buffer_allocates(capacity, obs_shape, num_envs, kw):
+    """The size a run checks against the machine's memory before it builds the replay."""
+    buf = ReplayBuffer(capacity, obs_shape, num_envs, **kw)
+    assert ReplayBuffer.nbytes_for(capacity, obs_shape, num_envs=num_envs, **kw) == (
+        buf.storage_nbytes()
+    )
+
+
 def test_state_dict_exact_resume(tmp_path):
     rng = np.random.default_rng(5)
     env = FakeStackedVecEnv(2, rng)

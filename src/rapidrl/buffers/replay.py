@@ -68,6 +68,18 @@ def nstep_returns(
     return returns, discounts, n_steps, terminal
 
 
+def _layout(
+    capacity: int, obs_shape: tuple[int, ...], num_envs: int, stacked: bool, frame_headroom: float
+) -> tuple[int, tuple[int, ...], int, int]:
+    """The store's shape: frames per observation C, one frame's shape, transitions per stream T
+    and frames per stream F (T transitions of one long episode need T + C frames; headroom for
+    episode starts)."""
+    stack = obs_shape[0] if stacked else 1
+    frame_shape = obs_shape[1:] if stacked else obs_shape
+    slots = math.ceil(capacity / num_envs)
+    return stack, frame_shape, slots, slots + stack + math.ceil(frame_headroom * slots)
+
+
 class ReplayBuffer:
     """Uniform replay over ``num_envs`` streams, frames stored once, n-step returns at sampling.
 
@@ -127,13 +139,11 @@ class ReplayBuffer:
         self.validate = bool(validate)
         self.frame_headroom = float(frame_headroom)
 
-        self.stack = obs_shape[0] if self.stacked else 1  # C
-        self.frame_shape = obs_shape[1:] if self.stacked else obs_shape
-        self.slots = math.ceil(self.capacity / self.num_envs)  # T, per stream
+        self.stack, self.frame_shape, self.slots, self.frame_slots = _layout(
+            self.capacity, obs_shape, self.num_envs, self.stacked, self.frame_headroom
+        )
         if self.slots < self.n_step:
             raise ValueError(f"capacity per env ({self.slots}) must be >= n_step ({self.n_step})")
-        # F: T transitions of one long episode need T + C frames; headroom for episode starts.
-        self.frame_slots = self.slots + self.stack + math.ceil(frame_headroom * self.slots)
 
         n, t = self.num_envs, self.slots
         # np.empty: large stores are mmapped lazily, untouched pages cost no memory.
@@ -194,6 +204,29 @@ class ReplayBuffer:
     def num_sampleable(self) -> int:
         lo, hi = self._sample_ranges()
         return int((hi - lo).sum())
+
+    @staticmethod
+    def nbytes_for(
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        *,
+        num_envs: int = 1,
+        stacked: bool = False,
+        obs_dtype: Any = np.uint8,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: Any = np.int64,
+        frame_headroom: float = 0.02,
+    ) -> int:
+        """:meth:`storage_nbytes` of a buffer built with these arguments, without building it
+        (a run checks its memory before it writes anything)."""
+        obs_shape = tuple(int(s) for s in obs_shape)
+        _, frame_shape, slots, frame_slots = _layout(
+            capacity, obs_shape, num_envs, stacked, frame_headroom
+        )
+        frame = math.prod(frame_shape) * np.dtype(obs_dtype).itemsize
+        action = math.prod(action_shape) * np.dtype(action_dtype).itemsize
+        per_slot = 8 + action + 4 + 1 + 1  # frame_pos, actions, rewards, terminated, truncated
+        return num_envs * (frame_slots * frame + slots * per_slot)
 
     def storage_nbytes(self) -> int:
         """Bytes of all arrays the buffer allocated (frames dominate)."""

@@ -191,6 +191,18 @@ class DQNLearner:
     ):
         self.cfg, self.device = cfg, torch.device(device)
         self.obs_shape, self.obs_dtype, self.n_actions = tuple(obs_shape), obs_dtype, n_actions
+        # Before the run directory exists: a replay that cannot fit stops the start, not the run.
+        require_memory(
+            ReplayBuffer.nbytes_for(
+                cfg.buffer_size,
+                self.obs_shape,
+                num_envs=cfg.num_envs,
+                stacked=len(self.obs_shape) == 3,
+                obs_dtype=obs_dtype,
+            ),
+            f"the replay (--buffer-size {cfg.buffer_size} of {self.obs_shape} observations)",
+            "lower --buffer-size",
+        )
         self.q = make_q_network(cfg, obs_shape, n_actions, self.device).to(self.device)
         self.target = copy.deepcopy(self.q)
         self.target.requires_grad_(False)
@@ -263,11 +275,6 @@ class DQNLearner:
             n_step=cfg.n_step,
             seed=[cfg.seed, 2],
             **({"alpha": cfg.per_alpha, "normalize": cfg.per_weights} if cfg.prioritized else {}),
-        )
-        require_memory(
-            self.rb.storage_nbytes(),
-            f"the replay (--buffer-size {cfg.buffer_size} of {self.obs_shape} observations)",
-            "lower --buffer-size",
         )
         self._host = _HostBatches(
             self.rb,
