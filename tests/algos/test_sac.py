@@ -318,6 +318,18 @@ def test_cli_train_sac(tmp_path, capsys):
     assert summary["algo"] == "sac" and summary["frames"] == 150 and summary["updates"] == 100
 
 
+def test_a_replay_larger_than_memory_is_refused_before_it_is_made(tmp_path, monkeypatch, capsys):
+    from rapidrl import hardware
+
+    monkeypatch.setattr(hardware, "available_memory", lambda *a: 10_000)
+    run = tmp_path / "r"
+    argv = ["train", "sac", "--env", "Pendulum-v1", "--buffer-size", "1000", "--learning-starts"]
+    assert cli.main([*argv, "50", "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "the replay (--buffer-size 1000) needs" in err and "lower --buffer-size" in err
+    assert "Traceback" not in err and not run.exists()
+
+
 # --------------------------------------------------------------------------------------------
 # Learning (slow)
 # --------------------------------------------------------------------------------------------

@@ -152,21 +152,26 @@ class SACLearner(RolloutLearner):
         # the acting noise comes from RolloutLearner's act_gen.
         self.act_rng = np.random.default_rng([cfg.seed, 1])
         self.update_gen = torch.Generator(device=self.device).manual_seed(seed_of(cfg.seed, 3))
-        self.rb = ReplayBuffer(
-            cfg.buffer_size,
-            self.obs_shape,
+        # Checked before the buffer is made: a store larger than memory and swap can fail its
+        # allocation outright (a bare MemoryError) where the check names the fix.
+        store = dict(
             num_envs=cfg.num_envs,
             obs_dtype=np.float32,
             action_shape=(self.act_dim,),
             action_dtype=np.float32,
+        )
+        require_memory(
+            ReplayBuffer.nbytes_for(cfg.buffer_size, self.obs_shape, **store),
+            f"the replay (--buffer-size {cfg.buffer_size})",
+            "lower --buffer-size",
+        )
+        self.rb = ReplayBuffer(
+            cfg.buffer_size,
+            self.obs_shape,
+            **store,
             gamma=cfg.gamma,
             n_step=1,
             seed=[cfg.seed, 2],
-        )
-        require_memory(
-            self.rb.storage_nbytes(),
-            f"the replay (--buffer-size {cfg.buffer_size})",
-            "lower --buffer-size",
         )
 
     # --- checkpoints: RolloutLearner's, plus the update generator, the NumPy generators and,
