@@ -194,11 +194,7 @@ class DQNLearner:
         # Before the run directory exists: a replay that cannot fit stops the start, not the run.
         require_memory(
             ReplayBuffer.nbytes_for(
-                cfg.buffer_size,
-                self.obs_shape,
-                num_envs=cfg.num_envs,
-                stacked=len(self.obs_shape) == 3,
-                obs_dtype=obs_dtype,
+                cfg.buffer_size, self.obs_shape, num_envs=cfg.num_envs, **self._store_layout()
             ),
             f"the replay (--buffer-size {cfg.buffer_size} of {self.obs_shape} observations)",
             "lower --buffer-size",
@@ -259,6 +255,10 @@ class DQNLearner:
         """Emulator frames so far: agent steps x the frame skip given to :meth:`start`."""
         return self.counters.steps * self.frame_skip
 
+    def _store_layout(self) -> dict[str, Any]:
+        """How the replay stores observations: the memory check and the buffer use the same."""
+        return {"stacked": len(self.obs_shape) == 3, "obs_dtype": self.obs_dtype}
+
     def attach_replay(self, streams: int) -> ReplayBuffer:
         """Make the replay for ``streams`` env streams (one per env the transitions come from);
         when resuming, load the saved replay (if it fits: a replay saved with another number of
@@ -269,8 +269,7 @@ class DQNLearner:
             cfg.buffer_size,
             self.obs_shape,
             num_envs=streams,
-            stacked=len(self.obs_shape) == 3,
-            obs_dtype=self.obs_dtype,
+            **self._store_layout(),
             gamma=cfg.gamma,
             n_step=cfg.n_step,
             seed=[cfg.seed, 2],
