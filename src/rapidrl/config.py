@@ -320,6 +320,10 @@ class TrainerConfig:
     else never. None: never."""
     score_window: int = 100
     """Episodes in the moving mean used for stop_at_score and return_mean_100."""
+    eval_episodes: int = 0
+    """At the end of a run that stops on its own (not Ctrl-C), play this many full episodes of
+    the final policy, greedy (the SB3 zoo's protocol; `rapidrl eval`'s): eval.json, and
+    eval_mean / eval_std in summary.json. 0: none."""
     run_dir: str | None = None
     """Run directory (default runs/<algo>-<env>-<time>)."""
     resume: str | None = None
@@ -356,6 +360,7 @@ class TrainerConfig:
         got = getattr(self, "algo", None)
         need(got == algo, f"algo must be {algo!r} for {type(self).__name__}, got {got!r}")
         self.require_ints("keep_checkpoints", "score_window", "frame_stack")
+        self.require_ints("eval_episodes", minimum=0)
         need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
         need(
             self.max_episode_frames is None or self.max_episode_frames >= 1,

@@ -233,3 +233,49 @@ def test_eval_never_modifies_the_run_dir(run_copy, capsys):
     err = cli_error(run_copy, capsys)
     assert "none of the 2 checkpoint(s)" in err and "--resume" not in err
     assert files_of(run_copy) == before
+
+
+def test_eval_episodes_plays_the_final_policy_at_the_end_of_a_run(tmp_path, capsys):
+    """--eval-episodes N: the run's final checkpoint played as `rapidrl eval RUN --episodes N`
+    plays it, its scores in eval.json and its mean in summary.json; the lock released again."""
+    from rapidrl.train.lock import RunLock
+
+    run = tmp_path / "run"
+    s = train(
+        DQNConfig(env="CartPole-v1", max_frames=300, run_dir=str(run), eval_episodes=3, **SMALL)
+    )
+    same = evaluate(EvalConfig(str(run), episodes=3))
+    assert s["stop_reason"] == "max_frames" and s["eval_episodes"] == 3
+    assert (s["eval_mean"], s["eval_std"]) == (same["mean"], same["std"])
+    assert json.loads((run / "summary.json").read_text())["eval_mean"] == same["mean"]
+    assert json.loads((run / "eval.json").read_text())["scores"] == same["scores"]
+    assert "eval: mean score" in capsys.readouterr().err
+    RunLock(run).acquire().release()
+    # The field does not change what a checkpoint means: a resume may add or change it.
+    s = train(
+        DQNConfig(env="CartPole-v1", max_frames=400, resume=str(run), eval_episodes=2, **SMALL)
+    )
+    assert s["frames"] == 400 and s["eval_episodes"] == 2
+    assert json.loads((run / "eval.json").read_text())["frames"] == 400
+    # A run stopped from outside (an on_log callback: a sweep's pruning; Ctrl-C) is not played.
+    stopped = tmp_path / "stopped"
+    cfg = DQNConfig(
+        env="CartPole-v1", max_frames=10_000, run_dir=str(stopped), eval_episodes=3,
+        **{**SMALL, "log_every_frames": 100},
+    )  # fmt: skip
+    s = train(cfg, on_log=lambda event: True)
+    assert s["stop_reason"] == "callback" and "eval_mean" not in s
+    assert not (stopped / "eval.json").exists()
+
+
+def test_eval_episodes_on_the_command_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "dqn", "--env", "CartPole-v1", "--max-frames", "300", "--run-dir", str(run)]
+    argv += ["--learning-starts", "100", "--buffer-size", "1000", "--no-tensorboard"]
+    argv += ["--no-progress", "--torch-threads", "1", "--eval-episodes", "2"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((run / "summary.json").read_text())
+    assert f"final eval {summary['eval_mean']:.2f} (2 episodes)" in out
+    assert cli.main([*argv[:-2], "--eval-episodes", "-1"]) == 2
+    assert "--eval-episodes must be an int >= 0" in capsys.readouterr().err

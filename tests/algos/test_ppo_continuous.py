@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from rapidrl import cli
+from rapidrl.algos.eval import EvalConfig, evaluate
 from rapidrl.algos.ppo.config import PRESETS
 from rapidrl.algos.ppo.train import eval_policy, train
 from rapidrl.nets.normalize import RunningMeanStd, scale_rewards
@@ -222,8 +223,11 @@ TINY_HOPPER = dataclasses.replace(
 def test_a_tiny_hopper_run_trains_evaluates_and_resumes_exactly(tmp_path, capsys):
     pytest.importorskip("mujoco")
     full, part, twin = tmp_path / "full", tmp_path / "part", tmp_path / "twin"
-    s = train(dataclasses.replace(TINY_HOPPER, run_dir=str(full)))
+    s = train(dataclasses.replace(TINY_HOPPER, run_dir=str(full), eval_episodes=2))
     assert s["frames"] == 512 and s["updates"] == 4
+    # --eval-episodes: the final policy's mean action, as `rapidrl eval` plays it (the SB3 zoo's
+    # protocol for MuJoCo).
+    assert s["eval_mean"] == evaluate(EvalConfig(str(full), episodes=2))["mean"]
     _, rows = read_metrics(str(full / "metrics.csv"))
     assert len(rows) == 4 and all(np.isfinite(float(r["policy_loss"])) for r in rows)
     ckpt = load_latest(str(full / "checkpoints"))

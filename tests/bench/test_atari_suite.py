@@ -120,6 +120,24 @@ def test_tables_from_canned_run_dirs(tmp_path):
     assert "**20.0** | 10.0..30.0 | 0.64 |" in table
     assert "21.5 / 41.9 @10M" in table  # Dopamine DQN / Rainbow at 10M frames
     assert "| breakout | ppo:fast | 4 | failed: exit code 1 |" in table
+    assert "Final eval" not in table  # no run was evaluated (--eval-episodes 0)
+
+
+def test_final_evals_get_their_own_table(tmp_path):
+    """Runs trained with `-- --eval-episodes N`: each seed's eval and their median, by game."""
+    specs = [RunSpec("breakout", "ppo", "fast", s) for s in (1, 2, 3)]
+    for spec, final in zip(specs, (10.0, 30.0, 20.0)):
+        _canned_run(spec.run_dir(tmp_path), frames=10_001_024, final=final, best=final)
+    for spec, score in zip(specs[:2], (40.0, 12.5)):
+        path = spec.run_dir(tmp_path) / "summary.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "eval_mean": score}))
+    records = [run_record(spec, spec.run_dir(tmp_path)) for spec in specs]
+    (group,) = summarize_suite(records)
+    assert group["eval_mean"] == pytest.approx(26.25) and group["eval_seeds"] == [40.0, 12.5, None]
+    table = format_tables(
+        {"cpu": "test CPU", "summary": [group], "runs": records, "argv": ["rapidrl", "x"]}
+    )
+    assert "| breakout | ppo:fast | **26.2** | 40.0 / 12.5 / - |" in table
 
 
 def test_a_carried_run_is_kept_and_a_stop_keeps_the_curves(tmp_path, monkeypatch):

@@ -39,10 +39,12 @@ import torch
 import tyro
 
 from rapidrl.config import ConfigError, config_from_dict
+from rapidrl.train.run import atomic_write_text
 
 __all__ = [
     "EvalConfig",
     "evaluate",
+    "final_eval",
     "greedy_actions",
     "main",
     "policy_loaders",
@@ -218,8 +220,9 @@ def _config_drift(ckpt, config: dict[str, Any]) -> str:
     )
 
 
-def evaluate(cfg: EvalConfig) -> dict[str, Any]:
-    """Play ``cfg.episodes`` games; return ``{"scores", "mean", "std", "lengths", ...}``."""
+def evaluate(cfg: EvalConfig, *, quiet: bool = False) -> dict[str, Any]:
+    """Play ``cfg.episodes`` games; return ``{"scores", "mean", "std", "lengths", ...}``.
+    ``quiet``: no line per episode."""
     from rapidrl.envs import make_env, resolve_env
     from rapidrl.train import CheckpointError, load_latest
 
@@ -303,7 +306,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
                 writer = _write_frame(writer, env.render(), cfg.video, fps)
             scores.append(score)
             lengths.append(steps)
-            print(f"episode {ep + 1}/{cfg.episodes}: score {score:g} ({steps} steps)")
+            if not quiet:
+                print(f"episode {ep + 1}/{cfg.episodes}: score {score:g} ({steps} steps)")
     finally:
         torch.set_num_threads(threads)
         env.close()
@@ -328,9 +332,49 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         "video": cfg.video,
     }
     if cfg.json:
-        Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.json).write_text(json.dumps(result, indent=2) + "\n")
+        atomic_write_text(cfg.json, json.dumps(result, indent=2) + "\n", "the eval's scores")
     return result
+
+
+EVAL_JSON = "eval.json"
+"""The file in a run directory that holds the final eval of ``--eval-episodes``."""
+
+
+def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
+    """``--eval-episodes N`` at the end of a training run (every trainer's ``train`` calls it
+    on the summary it returns): when the run stopped on its own (solved, max_frames,
+    max_minutes; not Ctrl-C or an ``on_log`` stop), play N full episodes of its final
+    checkpoint greedily, as ``rapidrl eval RUN --episodes N`` does (on the CPU: batch-1 acting),
+    write the scores to ``eval.json`` and ``eval_mean``, ``eval_std``, ``eval_episodes`` into
+    ``summary.json``; return the summary with them. The run dir's lock is held again for these
+    writes (the run released it when it finished). N = 0: the summary as it is."""
+    from rapidrl.train.lock import RunLock
+    from rapidrl.train.run import RunDir
+
+    episodes = getattr(cfg, "eval_episodes", 0)
+    if not episodes or summary.get("stop_reason") in ("interrupted", "callback"):
+        return summary
+    run_dir = Path(summary["run_dir"])
+    with RunLock(run_dir):
+        r = evaluate(
+            EvalConfig(str(run_dir), episodes=episodes, json=str(run_dir / EVAL_JSON)),
+            quiet=True,
+        )
+        summary = {
+            **summary,
+            "eval_mean": r["mean"],
+            "eval_std": r["std"],
+            "eval_episodes": episodes,
+        }
+        atomic_write_text(
+            RunDir(run_dir).summary_json, json.dumps(summary, indent=2) + "\n", "the run summary"
+        )
+    print(
+        f"eval: mean score {r['mean']:.2f} +- {r['std']:.2f} over {episodes} episodes of the "
+        f"final policy, greedy ({r['seconds']:.0f} s); {run_dir / EVAL_JSON}",
+        file=sys.stderr,
+    )
+    return summary
 
 
 def _check_render(env: Any, env_id: str) -> None:

@@ -606,6 +606,8 @@ def run_record(spec: RunSpec, run_dir: Path, score_at: Sequence[int] = ()) -> di
         "minutes_to_solve": (s["seconds_to_solve"] / 60.0) if s.get("seconds_to_solve") else None,
         "frames_to_solve": s.get("frames_to_solve"),
         "reference": reference_scores(spec.game, frames),
+        "eval_mean": s.get("eval_mean"),  # --eval-episodes: the final policy, greedy
+        "eval_episodes": s.get("eval_episodes"),
         **time_split(run_dir / "metrics.csv"),
     }
     if score_at:
@@ -655,6 +657,7 @@ def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (game, label), rs in groups.items():
         ok = [r for r in rs if "failed" not in r]
         finals = [r["return_mean_100"] for r in ok if r.get("return_mean_100") is not None]
+        evals = [r["eval_mean"] for r in ok if r.get("eval_mean") is not None]
         out.append(
             {
                 "game": game,
@@ -679,6 +682,8 @@ def summarize_suite(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ),
                 "reference": next((r["reference"] for r in ok if r.get("reference")), None),
                 "at_frames": _medians_at(ok),
+                "eval_mean": _median(evals),
+                "eval_seeds": [r.get("eval_mean") for r in ok],
             }
         )
     return out
@@ -839,6 +844,7 @@ def format_tables(result: dict[str, Any]) -> str:
     medians = suite_medians(result["summary"])
     if medians:  # only games with human scores (Atari) have HNS and the Atari-5 estimate
         lines += ["", *_medians_table(medians)]
+    lines += _eval_table(result["summary"])
     lines += [
         "",
         "| game | algo:preset | seed | frames | minutes | frames/s | mean-100 | best | HNS | stop |"
@@ -875,6 +881,29 @@ def format_tables(result: dict[str, Any]) -> str:
         ]
     lines += ["", "`" + " ".join(result["argv"]) + "`"]
     return "\n".join(lines) + "\n"
+
+
+def _eval_table(summary: list[dict[str, Any]]) -> list[str]:
+    """The final evals of ``-- --eval-episodes N`` (the final policy played greedily, the SB3
+    zoo's protocol): per game x ALGO:PRESET their median and each seed's; [] when no run has
+    one."""
+    rows = [g for g in summary if g.get("eval_mean") is not None]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "| game | algo:preset | final eval, median | each seed's |",
+        "| --- | --- | --- | --- |",
+    ]
+    for g in rows:
+        each = " / ".join(_num(x) for x in g["eval_seeds"])
+        lines.append(f"| {g['game']} | {g['algo']} | **{_num(g['eval_mean'])}** | {each} |")
+    lines += [
+        "",
+        "Final eval: the mean score of --eval-episodes full episodes of each run's final policy, "
+        "greedy (`rapidrl eval RUN --episodes N`; -: a run without one).",
+    ]
+    return lines
 
 
 def _at_cells(at: list[dict[str, Any]] | None, columns: int, seeds: int | None = None) -> str:

@@ -85,6 +85,7 @@ DEFAULT_IGNORE_FIELDS = (
     "track",
     "track_project",
     "track_group",
+    "eval_episodes",
 )
 
 

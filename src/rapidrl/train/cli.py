@@ -107,6 +107,12 @@ def run_from_cli(train_fn, cfg, prog: str, worker_errors: tuple = ()) -> int:
     print(
         f"{summary['stop_reason']}: {summary['frames']:,} frames in {summary['seconds'] / 60:.1f} "
         f"min, {summary['episodes']} episodes, mean-100 "
-        f"{'-' if mean is None else f'{mean:.2f}'}; run dir {summary['run_dir']}"
+        f"{'-' if mean is None else f'{mean:.2f}'}"
+        + (
+            f", final eval {summary['eval_mean']:.2f} ({summary['eval_episodes']} episodes)"
+            if summary.get("eval_mean") is not None
+            else ""
+        )
+        + f"; run dir {summary['run_dir']}"
     )
     return 0

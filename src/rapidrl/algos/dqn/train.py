@@ -48,7 +48,7 @@ from rapidrl.algos.dqn.learner import (
     make_q_network,
     net_kwargs,
 )
-from rapidrl.algos.eval import greedy_actions, restore_for_eval
+from rapidrl.algos.eval import final_eval, greedy_actions, restore_for_eval
 from rapidrl.train.cli import parse_with_resume, run_from_cli
 from rapidrl.train.loop import cpu_count
 from rapidrl.train.replay_source import VectorSource
@@ -75,8 +75,10 @@ def train(cfg: DQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     if cfg.ray is not None:  # Ape-X style on Ray workers: rapidrl.algos.dqn.ray_loop
         from rapidrl.algos.dqn.ray_loop import train_ray
 
-        return train_ray(cfg, on_log=on_log)
-    return run_training(cfg, algorithm(cfg), on_log=on_log)
+        summary = train_ray(cfg, on_log=on_log)
+    else:
+        summary = run_training(cfg, algorithm(cfg), on_log=on_log)
+    return final_eval(summary, cfg)  # --eval-episodes: the final policy played greedily
 
 
 def algorithm(cfg: DQNConfig) -> Algorithm:

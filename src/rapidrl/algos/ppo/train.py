@@ -71,7 +71,7 @@ import numpy as np
 import torch
 
 from rapidrl.algos import DEFAULT_PRESETS, default_preset
-from rapidrl.algos.eval import restore_for_eval
+from rapidrl.algos.eval import final_eval, restore_for_eval
 from rapidrl.algos.ppo.config import PRESETS, PPOConfig
 from rapidrl.algos.ppo.learner import (
     METRIC_COLUMNS,
@@ -120,8 +120,10 @@ def train(cfg: PPOConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.ppo.ray_loop
         from rapidrl.algos.ppo.ray_loop import train_ray
 
-        return train_ray(cfg, on_log=on_log)
-    return run_training(cfg, algorithm(cfg), on_log=on_log)
+        summary = train_ray(cfg, on_log=on_log)
+    else:
+        summary = run_training(cfg, algorithm(cfg), on_log=on_log)
+    return final_eval(summary, cfg)  # --eval-episodes: the final policy played greedily
 
 
 def algorithm(cfg: PPOConfig) -> Algorithm:

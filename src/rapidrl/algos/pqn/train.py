@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from rapidrl.algos import DEFAULT_PRESETS
-from rapidrl.algos.eval import greedy_actions, restore_for_eval
+from rapidrl.algos.eval import final_eval, greedy_actions, restore_for_eval
 from rapidrl.algos.pqn.config import PRESETS, PQNConfig
 from rapidrl.algos.pqn.learner import METRIC_COLUMNS, PQNLearner, make_pqn_network, rollout_targets
 from rapidrl.train.cli import parse_with_resume, run_from_cli
@@ -65,8 +65,10 @@ def train(cfg: PQNConfig, *, on_log: Callable[[LogEvent], bool | None] | None = 
     if cfg.ray is not None:  # rollouts from Ray workers: rapidrl.algos.pqn.ray_loop
         from rapidrl.algos.pqn.ray_loop import train_ray
 
-        return train_ray(cfg, on_log=on_log)
-    return run_training(cfg, algorithm(cfg), on_log=on_log)
+        summary = train_ray(cfg, on_log=on_log)
+    else:
+        summary = run_training(cfg, algorithm(cfg), on_log=on_log)
+    return final_eval(summary, cfg)  # --eval-episodes: the final policy played greedily
 
 
 def algorithm(cfg: PQNConfig) -> Algorithm:

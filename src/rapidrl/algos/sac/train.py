@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from rapidrl.algos import DEFAULT_PRESETS
-from rapidrl.algos.eval import restore_for_eval
+from rapidrl.algos.eval import final_eval, restore_for_eval
 from rapidrl.algos.sac.config import PRESETS, SACConfig
 from rapidrl.algos.sac.learner import LOSS_KEYS, METRIC_COLUMNS, SACLearner, make_sac_nets
 from rapidrl.train.cli import parse_with_resume, run_from_cli
@@ -38,7 +38,8 @@ __all__ = ["LOSS_KEYS", "algorithm", "eval_policy", "main_sac", "parse_sac_args"
 
 def train(cfg: SACConfig, *, on_log: Callable[[LogEvent], bool | None] | None = None) -> dict:
     """Train, write the run directory, return the summary (what ``summary.json`` holds)."""
-    return run_training(cfg, algorithm(cfg), on_log=on_log)
+    summary = run_training(cfg, algorithm(cfg), on_log=on_log)
+    return final_eval(summary, cfg)  # --eval-episodes: the final policy played greedily
 
 
 def algorithm(cfg: SACConfig) -> Algorithm:
