@@ -279,3 +279,16 @@ def test_eval_episodes_on_the_command_line(tmp_path, capsys):
     assert f"final eval {summary['eval_mean']:.2f} (2 episodes)" in out
     assert cli.main([*argv[:-2], "--eval-episodes", "-1"]) == 2
     assert "--eval-episodes must be an int >= 0" in capsys.readouterr().err
+
+
+def test_a_failed_final_eval_is_a_warning_and_the_run_stays_whole(tmp_path, monkeypatch):
+    def broken(cfg, *, quiet=False):
+        raise ConfigError("no display")
+
+    monkeypatch.setattr(rl_eval, "evaluate", broken)
+    run = tmp_path / "run"
+    cfg = DQNConfig(env="CartPole-v1", max_frames=300, run_dir=str(run), eval_episodes=2, **SMALL)
+    with pytest.warns(UserWarning, match="the final eval of .* failed .*no display.* is whole"):
+        s = train(cfg)
+    assert s["stop_reason"] == "max_frames" and "eval_mean" not in s
+    assert json.loads((run / "summary.json").read_text())["frames"] == 300

@@ -29,6 +29,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,7 +348,8 @@ def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
     checkpoint greedily, as ``rapidrl eval RUN --episodes N`` does (on the CPU: batch-1 acting),
     write the scores to ``eval.json`` and ``eval_mean``, ``eval_std``, ``eval_episodes`` into
     ``summary.json``; return the summary with them. The run dir's lock is held again for these
-    writes (the run released it when it finished). N = 0: the summary as it is."""
+    writes (the run released it when it finished). N = 0: the summary as it is. An eval that
+    fails is a warning, and the summary is returned as it was: the trained run is whole."""
     from rapidrl.train.lock import RunLock
     from rapidrl.train.run import RunDir
 
@@ -356,10 +358,19 @@ def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
         return summary
     run_dir = Path(summary["run_dir"])
     with RunLock(run_dir):
-        r = evaluate(
-            EvalConfig(str(run_dir), episodes=episodes, json=str(run_dir / EVAL_JSON)),
-            quiet=True,
-        )
+        try:
+            r = evaluate(
+                EvalConfig(str(run_dir), episodes=episodes, json=str(run_dir / EVAL_JSON)),
+                quiet=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - the trained run is whole: never lose it here
+            warnings.warn(
+                f"the final eval of {run_dir} failed ({type(exc).__name__}: {exc}); the run "
+                f"itself is whole: `rapidrl eval {run_dir} --episodes {episodes}` plays it "
+                "again",
+                stacklevel=2,
+            )
+            return summary
         summary = {
             **summary,
             "eval_mean": r["mean"],
