@@ -353,7 +353,7 @@ def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
     from rapidrl.train.lock import RunLock
     from rapidrl.train.run import RunDir
 
-    episodes = getattr(cfg, "eval_episodes", 0)
+    episodes = cfg.eval_episodes  # every trainer config has it (TrainerConfig)
     if not episodes or summary.get("stop_reason") in ("interrupted", "callback"):
         return summary
     run_dir = Path(summary["run_dir"])
