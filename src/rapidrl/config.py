@@ -255,6 +255,35 @@ Device = Literal["auto", "cpu", "cuda"]
 """The learner's device."""
 
 
+def parse_env_kwargs(items: Sequence[str]) -> dict[str, Any]:
+    """``--env-kwargs KEY=VALUE ...`` as a dict: each VALUE read as JSON where it parses
+    (``false``, ``0.1``, ``null``, ``[1, 2]``; Python's ``True`` / ``False`` / ``None`` too),
+    else kept as a string. ``ConfigError`` for an item without ``=`` or a key given twice."""
+    import json
+
+    python_words = {"True": True, "False": False, "None": None}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(
+                f"--env-kwargs takes KEY=VALUE items (e.g. include_cfrc_ext_in_observation=false), "
+                f"got {item!r}"
+            )
+        if key in out:
+            raise ConfigError(f"--env-kwargs gives {key!r} twice; give it once")
+        raw = raw.strip()
+        if raw in python_words:
+            out[key] = python_words[raw]
+            continue
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
 @dataclass(frozen=True)
 class TrainerConfig:
     """The fields of every trainer config (DQN, PPO, PQN): the env, then the run. Each
@@ -296,6 +325,11 @@ class TrainerConfig:
     W]; 4: the DQN protocol). 2 halves the first convolution's input, the costliest layer of
     the Nature CNN on small frames; the ball's position and velocity still show in two frames.
     Ignored off Atari."""
+    env_kwargs: tuple[str, ...] = ()
+    """Other envs (MuJoCo, ...): arguments of the env's constructor, KEY=VALUE each (VALUE read
+    as JSON where it parses: false, 0.1; else a string), as the SB3 zoo's env_kwargs; e.g. Ant-v5
+    include_cfrc_ext_in_observation=false (27 dims, Ant-v4's and EnvPool's observation). Atari:
+    the flags above."""
 
     # --- envs and learner ---------------------------------------------------------------------
     backend: Backend = "auto"
@@ -361,6 +395,7 @@ class TrainerConfig:
         need(got == algo, f"algo must be {algo!r} for {type(self).__name__}, got {got!r}")
         self.require_ints("keep_checkpoints", "score_window", "frame_stack")
         self.require_ints("eval_episodes", minimum=0)
+        parse_env_kwargs(self.env_kwargs)
         need(self.noop_max >= 0, f"--noop-max must be >= 0, got {self.noop_max}")
         need(
             self.max_episode_frames is None or self.max_episode_frames >= 1,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -429,3 +430,74 @@ def test_log_std_init_sets_the_gaussian_policys_starting_noise():
         make_policy(dataclasses.replace(PRESETS["lean"], log_std_init=-1.0), (2, 52, 52), 6)
     with pytest.raises(ConfigError, match=r"--log-std-init is a log std, in \[-10, 2\]"):
         dataclasses.replace(PRESETS["mujoco"], log_std_init=5.0).validate()
+
+
+def test_ortho_init_off_keeps_pytorchs_default_init_with_its_own_critic_draw():
+    from torch import nn
+
+    from rapidrl.algos.ppo.learner import make_policy
+    from rapidrl.config import ConfigError
+
+    def singular_values(layer: nn.Linear) -> torch.Tensor:
+        return torch.linalg.svdvals(layer.weight.detach())
+
+    torch.manual_seed(0)
+    ortho = make_policy(PRESETS["mujoco"], (17,), 6, continuous=True)
+    # CleanRL's init: orthogonal heads, every singular value the gain (0.01 policy, 1 value).
+    assert torch.allclose(singular_values(ortho.actor), torch.full((6,), 0.01), rtol=1e-4)
+    assert torch.allclose(singular_values(ortho.critic), torch.ones(1), rtol=1e-4)
+    assert not ortho.actor.bias.any()
+
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(PRESETS["mujoco"], ortho_init=False)
+    plain = make_policy(cfg, (17,), 6, continuous=True)
+    # PyTorch's default Linear init: uniform in +-1/sqrt(fan_in), biases too, not orthogonal.
+    for layer in (plain.actor, plain.critic, plain.torso.net[0], plain.critic_torso.net[0]):
+        bound = 1 / math.sqrt(layer.in_features)
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
+        assert layer.bias.abs().max() > 0
+    assert singular_values(plain.actor).max() > 0.1  # 0.01 gain would be orthogonal init
+    # The separate critic's torso is its own draw, not a copy of the actor's.
+    assert not torch.equal(plain.torso.net[0].weight, plain.critic_torso.net[0].weight)
+    with pytest.raises(ConfigError, match="--no-ortho-init applies to the feed-forward net"):
+        dataclasses.replace(PRESETS["lean"], recurrent=True, ortho_init=False).validate()
+
+
+def test_env_kwargs_reach_the_env_on_every_path_and_bad_ones_are_named(tmp_path):
+    pytest.importorskip("mujoco")
+    from rapidrl.config import ConfigError, parse_env_kwargs
+    from rapidrl.train.loop import probe_env
+
+    assert parse_env_kwargs(["a=false", "b=0.5", "c=abc", "d=None", "e=[1, 2]"]) == {
+        "a": False,
+        "b": 0.5,
+        "c": "abc",
+        "d": None,
+        "e": [1, 2],
+    }
+    with pytest.raises(ConfigError, match="takes KEY=VALUE items"):
+        parse_env_kwargs(["include_cfrc_ext_in_observation"])
+    with pytest.raises(ConfigError, match="gives 'a' twice"):
+        parse_env_kwargs(["a=1", "a=2"])
+    no_contacts = ("include_cfrc_ext_in_observation=false",)
+    cfg = dataclasses.replace(PRESETS["mujoco"], env="Ant-v5", env_kwargs=no_contacts)
+    cfg.validate()
+    # Ant-v5 without its contact forces: 27 dims (Ant-v4's and EnvPool's), not 105.
+    assert probe_env(cfg, "ppo", continuous=True).obs_shape == (27,)
+    assert probe_env(dataclasses.replace(cfg, env_kwargs=()), "ppo", continuous=True).obs_shape == (
+        105,
+    )
+    options = {"include_cfrc_ext_in_observation": False}
+    with make_vec("Ant-v5", 2, "hybrid", num_workers=1, env_options=options) as venv:
+        assert venv.single_observation_space.shape == (27,)
+    # A run trains on it, and eval rebuilds the same env from the run's config.
+    run = dataclasses.replace(
+        TINY_HOPPER, env="Ant-v5", env_kwargs=no_contacts, max_frames=128, run_dir=str(tmp_path)
+    )
+    summary = train(run)
+    assert summary["stop_reason"] == "max_frames"
+    result = evaluate(EvalConfig(run_dir=str(tmp_path), episodes=1, max_steps=20))
+    assert len(result["scores"]) == 1
+    # On Atari the constructor's arguments are refused by name (its flags apply there).
+    with pytest.raises(ConfigError, match="Atari envs take rapidrl's Atari flags"):
+        probe_env(dataclasses.replace(PRESETS["lean"], env_kwargs=("a=1",)), "ppo")

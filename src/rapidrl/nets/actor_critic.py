@@ -55,10 +55,12 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     return module
 
 
-def _head(in_dim: int, out_dim: int, std: float) -> nn.Linear:
+def _head(in_dim: int, out_dim: int, std: float | None) -> nn.Linear:
+    """A linear head, orthogonal with gain ``std`` (None: PyTorch's default init)."""
     layer = nn.Linear(in_dim, out_dim)
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.zeros_(layer.bias)
+    if std is not None:
+        nn.init.orthogonal_(layer.weight, std)
+        nn.init.zeros_(layer.bias)
     return layer
 
 
@@ -78,7 +80,8 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         shared_torso: one torso for both heads (Atari). ``False`` gives the critic its own copy
             (CleanRL's classic-control network): the value loss then cannot disturb the policy
             features.
-        orthogonal: CleanRL's initialization (see the module docstring).
+        orthogonal: CleanRL's initialization (see the module docstring); False keeps PyTorch's
+            default init of every layer, heads included (SB3's ``ortho_init=False``).
         channels_last: run the convolutions in ``torch.channels_last`` (faster with oneDNN on
             some CPUs); inputs are converted in ``forward``.
         torso_kind: the image torso when ``torso`` is None: ``nature`` or ``small`` (see
@@ -133,11 +136,16 @@ class ActorCritic(NormalizedActorCritic, nn.Module):
         if orthogonal:
             orthogonal_init(self.torso)
         self.critic_torso = None if shared_torso else copy.deepcopy(self.torso)
-        if self.critic_torso is not None and orthogonal:
-            orthogonal_init(self.critic_torso)  # its own draw, not a copy of the actor's
+        if self.critic_torso is not None:  # its own draw, not a copy of the actor's
+            if orthogonal:
+                orthogonal_init(self.critic_torso)
+            else:
+                for m in self.critic_torso.modules():
+                    if isinstance(m, (nn.Linear, nn.Conv2d)):
+                        m.reset_parameters()
         feat = int(self.torso.out_dim)
-        self.actor = _head(feat, self.num_actions, 0.01)
-        self.critic = _head(feat, 1, 1.0)
+        self.actor = _head(feat, self.num_actions, 0.01 if orthogonal else None)
+        self.critic = _head(feat, 1, 1.0 if orthogonal else None)
         if self.continuous:
             self.log_std = nn.Parameter(torch.full((self.num_actions,), float(log_std_init)))
         self.channels_last = bool(channels_last) and len(self.obs_shape) == 3

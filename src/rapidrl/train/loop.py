@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from rapidrl.config import ConfigError
+from rapidrl.config import ConfigError, parse_env_kwargs
 from rapidrl.hardware import cpu_count
 from rapidrl.train.run import RunDir
 
@@ -108,9 +108,19 @@ def atari_env_options(
 
 
 def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
-    """The ``make_env`` options of a trainer config (its ``episodic_life``, ``clip_rewards``,
-    ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``, ``full_action_space``,
-    ``max_episode_frames`` and ``frame_stack`` fields; Atari ids only)."""
+    """The ``make_env`` options of a trainer config: on Atari its ``episodic_life``,
+    ``clip_rewards``, ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``,
+    ``full_action_space``, ``max_episode_frames`` and ``frame_stack`` fields; elsewhere its
+    ``env_kwargs`` (the env constructor's arguments; ``ConfigError`` on Atari)."""
+    env_kwargs = parse_env_kwargs(getattr(cfg, "env_kwargs", ()))
+    if env_kwargs and is_atari:
+        raise ConfigError(
+            f"--env-kwargs {' '.join(cfg.env_kwargs)}: Atari envs take rapidrl's Atari flags "
+            "(--sticky-actions, --obs-size, ...; --help lists them), not "
+            "constructor arguments; drop --env-kwargs"
+        )
+    if not is_atari:
+        return env_kwargs
     return atari_env_options(
         is_atari,
         episodic_life=cfg.episodic_life,

@@ -88,6 +88,10 @@ class PPOConfig(TorsoWidths, RolloutConfig):
     log_std_init: float = 0.0
     """Continuous actions: the Gaussian policy's starting log std, every dim (0: std 1, CleanRL;
     the SB3 zoo's tuned MuJoCo PPO: -2, std 0.14). Discrete actions: leave at 0."""
+    ortho_init: bool = True
+    """Feed-forward: CleanRL's orthogonal init (torso gain sqrt 2, policy head 0.01, value head
+    1). False: PyTorch's default init of every layer (SB3's ortho_init=False, as its zoo's tuned
+    MuJoCo PPO)."""
     shared_torso: bool = True
     """Feed-forward: actor and critic share the torso (Atari); False: the critic has its own
     (classic control). The recurrent net always shares torso and LSTM."""
@@ -179,6 +183,11 @@ class PPOConfig(TorsoWidths, RolloutConfig):
             0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1], got {self.gae_lambda}"
         )
         validate_torso(self)
+        need(
+            self.ortho_init or not self.recurrent,
+            "--no-ortho-init applies to the feed-forward net; the recurrent net (ppo-lstm, "
+            "--recurrent) keeps CleanRL's init: drop --no-ortho-init",
+        )
         need(
             len(self.mlp_widths) >= 1 and min(self.mlp_widths) >= 1,
             f"--mlp-widths needs one or more positive widths, got {self.mlp_widths}",

@@ -163,6 +163,7 @@ def _make_policy(
         int(num_actions),
         torso=torso,
         shared_torso=cfg.shared_torso,
+        orthogonal=cfg.ortho_init,
         channels_last=cfg.channels_last,
         reward_norm=cfg.reward_norm,
         continuous=continuous,
