@@ -178,6 +178,31 @@ def test_table_says_over_budget_only_for_seeds_that_ran_the_whole_budget():
     assert "**not solved** (25.0 to not solved)" in table
 
 
+def test_table_has_a_final_eval_column_only_when_a_run_has_one():
+    def result(*runs):
+        cfg = {"algo": "ppo", "preset": "lean", "env": "pong", "max_minutes": 30}
+        return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
+                "summary": summarize(list(runs), 30)}  # fmt: skip
+
+    plain = {"seed": 1, "solved": True, "minutes_to_solve": 5.0, "frames_to_solve": 2e6}
+    assert "final eval" not in format_table(result(plain))
+    runs = [
+        {**plain, "eval_mean": 20.5},
+        {**plain, "seed": 2, "eval_mean": 19.0},
+        {**plain, "seed": 3},  # its eval failed: the run stands, its cell says so
+        {"seed": 4, "failed": "exit code 2"},
+    ]
+    assert summarize(runs, 30)["eval_mean"] == {"median": 19.75, "min": 19.0, "max": 20.5}
+    table = format_table(result(*runs))
+    lines = table.splitlines()
+    assert lines[2].endswith("| final eval (greedy) |")
+    assert lines[4].endswith("| 20.5 |") and lines[5].endswith("| 19.0 |")
+    assert lines[6].endswith("| - |") and lines[7].endswith("| - |")
+    assert lines[8].startswith("| **median** | 3/4") and lines[8].endswith("| 19.8 |")
+    # Every row has the header's cells.
+    assert len({line.count("|") for line in lines[2:9]}) == 1
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

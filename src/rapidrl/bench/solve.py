@@ -144,6 +144,7 @@ def summarize(records: list[dict[str, Any]], budget_minutes: float) -> dict[str,
         for r in done
     ]
     fps = [float(r["frames_per_second"]) for r in done if r.get("frames_per_second")]
+    evals = [float(r["eval_mean"]) for r in done if r.get("eval_mean") is not None]
     return {
         "seeds": len(records),
         "solved": sum(bool(r.get("solved")) for r in done),
@@ -151,6 +152,7 @@ def summarize(records: list[dict[str, Any]], budget_minutes: float) -> dict[str,
         "minutes_to_solve": _median_and_range(minutes),
         "frames_to_solve": _median_and_range(frames),
         "frames_per_second": _median_and_range(fps),
+        "eval_mean": _median_and_range(evals),  # --eval-episodes: the final policy, greedy
         "budget_minutes": budget_minutes,
     }
 
@@ -180,16 +182,24 @@ def _fmt_frames(x: float, unsolved: str = "-") -> str:
 def format_table(result: dict[str, Any]) -> str:
     """``solve.md``: one row per seed, then the median (min-max), the command and the CPU."""
     b, budget = result["config"], result["config"]["max_minutes"]
+    # A final-eval column only where a run has one (--eval-episodes), so other tables stay.
+    evals = any(r.get("eval_mean") is not None for r in result["runs"] if "failed" not in r)
     lines = [
         f"{b['algo']} --preset {b['preset']} on {b['env']}, {result['cpu']}",
         "",
         "| seed | solved | minutes to solve | frames to solve | best mean-100 | frames/s | "
-        "rollout s / update s per update |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "rollout s / update s per update |" + (" final eval (greedy) |" if evals else ""),
+        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if evals else ""),
     ]
+
+    def eval_cell(value: float | None) -> str:
+        if not evals:
+            return ""
+        return " - |" if value is None else f" {value:.1f} |"
+
     for r in result["runs"]:
         if "failed" in r:
-            lines.append(f"| {r['seed']} | failed: {r['failed']} | | | | | |")
+            lines.append(f"| {r['seed']} | failed: {r['failed']} | | | | | |" + eval_cell(None))
             continue
         m = r["minutes_to_solve"] if r.get("solved") else math.inf
         f = float(r["frames_to_solve"]) if r.get("solved") else math.inf
@@ -203,7 +213,7 @@ def format_table(result: dict[str, Any]) -> str:
             f"| {r['seed']} | {'yes' if r.get('solved') else 'no'} | "
             f"{_fmt_minutes(m, budget) if r.get('solved') else _unsolved_minutes(r, budget)} | "
             f"{_fmt_frames(f)} | {best if best is None else f'{best:.1f}'} | "
-            f"{r.get('frames_per_second') or 0:,.0f} | {split} |"
+            f"{r.get('frames_per_second') or 0:,.0f} | {split} |" + eval_cell(r.get("eval_mean"))
         )
     s = result["summary"]
     mt, ft = s["minutes_to_solve"], s["frames_to_solve"]
@@ -220,7 +230,7 @@ def format_table(result: dict[str, Any]) -> str:
             f"({fmt(mt['min'])} to {fmt(mt['max'])}) | "
             f"{_fmt_frames(ft['median'])} ({_fmt_frames(ft['min'], 'not solved')} to "
             f"{_fmt_frames(ft['max'], 'not solved')}) "
-            "| | | |"
+            "| | | |" + eval_cell((s.get("eval_mean") or {}).get("median"))
         )
     lines += ["", "`" + " ".join(result["argv"]) + "`"]
     return "\n".join(lines) + "\n"
