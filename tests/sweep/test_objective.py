@@ -4,6 +4,7 @@ trainer that writes the summary a real one would."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,8 @@ def fake_trainer(monkeypatch):
         summary = {"frames": 4096, "seconds": 120.0, "stop_reason": "max_minutes",
                    "return_mean_100": 100.0 + config["seed"], "seconds_to_solve": None,
                    "frames_to_solve": None}  # fmt: skip
+        if config.get("eval_episodes"):  # the final eval's mean, as final_eval writes it
+            summary["eval_mean"] = 200.0 + config["seed"]
         if solved:
             summary.update(seconds_to_solve=solved[0], frames_to_solve=solved[1],
                            stop_reason="solved", frames=solved[1], seconds=solved[0])  # fmt: skip
@@ -69,6 +72,23 @@ def test_a_trial_scores_its_runs_by_the_objective(tmp_path, fake_trainer, object
     assert result["score"] == sorted(seed_scores)[1]  # the median over the seeds
     assert [c["stop_at_score"] for c in fake_trainer] == [stop_at] * 3
     assert reports[-1]["finished"] and reports[-1]["score"] == result["score"]
+
+
+def test_a_trial_scored_by_the_final_eval_reads_it_from_each_summary(tmp_path, fake_trainer):
+    spec = parse_spec(
+        {
+            **SPEC,
+            "fields": {**SPEC["fields"], "eval_episodes": 5},
+            "objective": {"metric": "eval_mean", "mode": "max"},
+        }
+    )
+    reports: list[dict] = []
+    result = run_trial(spec, {"lr": 0.001}, tmp_path / "trial", reports.append)
+    assert [c["eval_episodes"] for c in fake_trainer] == [5] * 3
+    assert result["seed_scores"] == [201.0, 202.0, 203.0] and result["score"] == 202.0
+    # Rows carry no eval: the scores reported while a run goes are not numbers.
+    interim = [r for r in reports if not r["finished"]]
+    assert interim and all(math.isnan(r["score"]) for r in interim)
 
 
 def test_a_trial_with_the_params_of_a_finished_one_points_at_its_runs(tmp_path, fake_trainer):

@@ -91,6 +91,10 @@ BAD = {
         "is not a column this trainer logs",
     ),
     "mode": ({"objective": {"metric": "return_mean_100", "mode": "up"}}, "mode must be max or min"),
+    "eval without episodes": (
+        {"objective": {"metric": "eval_mean"}},
+        "add fields: {eval_episodes: N}",
+    ),
     "trials": ({"budget": {"trials": 0}}, "budget.trials must be an int >= 1"),
     "hours": ({"budget": {"trials": 2, "hours": -1}}, "budget.hours must be > 0"),
     "scheduler": ({"early_stop": {"scheduler": "hyperband"}}, "scheduler must be one of asha"),

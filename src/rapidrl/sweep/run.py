@@ -44,7 +44,7 @@ from typing import Any
 
 from rapidrl.config import ConfigError, config_to_dict
 from rapidrl.sweep.lines import ENDS, error_line, fmt, progress_line, trial_end, trial_line
-from rapidrl.sweep.spec import Range, SweepSpec, load_spec, trial_config
+from rapidrl.sweep.spec import EVAL_METRIC, Range, SweepSpec, load_spec, trial_config
 
 __all__ = [
     "ENDS", "RAY_MIN", "SweepConfig", "check_ray_version", "main", "progress_line", "run_sweep",
@@ -171,8 +171,8 @@ def _run_score(spec: SweepSpec, run_dir: Path, summary: dict[str, Any], cfg: Any
     if spec.minutes_to_score is not None:
         solved = summary.get("seconds_to_solve")
         return float(solved) / 60.0 if solved is not None else _unsolved(spec, cfg)
-    if spec.metric == "return_mean_100":
-        value = summary.get("return_mean_100")
+    if spec.metric in ("return_mean_100", EVAL_METRIC):  # in summary.json (eval: its final eval)
+        value = summary.get(spec.metric)
         return float("nan") if value is None else float(value)
     from rapidrl.train.metrics import read_metrics
 

@@ -14,6 +14,8 @@
       ent_coef: {uniform: [0.0, 0.02]}
     seeds: [1, 2]                   # every trial runs every seed; its score is their median
     objective: {metric: return_mean_100, mode: max}   # at the end of each run
+    # objective: {metric: eval_mean, mode: max}       # or: the final policy's greedy eval
+    #                                                 #   (needs eval_episodes in fields)
     # objective: {frames_to_score: 475}               # or: fewest frames to this mean-100
     # objective: {minutes_to_score: 18}               # or: fewest training minutes to it
     #                                                 #   (needs max_minutes in fields)
@@ -39,7 +41,7 @@ from typing import Any
 from rapidrl.algos import ALGOS, default_preset
 from rapidrl.config import ConfigError, config_from_dict, config_to_dict, read_config_file
 
-__all__ = ["ALGOS", "Range", "SweepSpec", "load_spec", "parse_spec", "trial_config"]
+__all__ = ["ALGOS", "EVAL_METRIC", "Range", "SweepSpec", "load_spec", "parse_spec", "trial_config"]
 
 KINDS = ("choice", "uniform", "loguniform", "int")
 SCHEDULERS = ("asha", "median", "none")
@@ -47,6 +49,8 @@ _TOP = (
     "name", "algo", "preset", "env", "fields", "space", "seeds", "objective", "budget",
     "early_stop", "cpus_per_trial",
 )  # fmt: skip
+EVAL_METRIC = "eval_mean"
+"""The objective read from each run's summary.json: its final eval (``--eval-episodes``)."""
 _NOT_SEARCHED = ("env", "seed", "run_dir", "resume", "algo", "ray")  # the sweep sets these
 
 
@@ -186,6 +190,11 @@ def parse_spec(data: dict[str, Any], default_name: str = "sweep") -> SweepSpec:
         raise ConfigError("sweep spec: space needs at least one field to search, e.g. lr")
     seeds = _seeds(data.get("seeds", [1]))
     metric, mode, to_score, to_score_in = _objective(data.get("objective"), columns)
+    if metric == EVAL_METRIC and not fields.get("eval_episodes"):
+        raise ConfigError(
+            f"sweep spec: objective.metric {EVAL_METRIC} is each run's final eval; add "
+            "fields: {eval_episodes: N} (N >= 1 greedy episodes at the end of every run)"
+        )
     budget = _mapping(data, "budget")
     trials = budget.get("trials")
     if not (isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1):
@@ -327,10 +336,11 @@ def _objective(value: Any, columns: tuple[str, ...]) -> tuple[str, str, float | 
             "sweep spec: objective takes metric and mode, or frames_to_score, or "
             f"minutes_to_score; got {sorted(extra)}"
         )
-    if metric not in columns:
+    if metric not in columns and metric != EVAL_METRIC:
         raise ConfigError(
             f"sweep spec: objective.metric {metric!r} is not a column this trainer logs"
-            f"{_close(str(metric), columns)}; it logs {', '.join(columns)}"
+            f"{_close(str(metric), (*columns, EVAL_METRIC))}; it logs {', '.join(columns)} "
+            f"(or {EVAL_METRIC}: the final policy's greedy eval, with fields: {{eval_episodes: N}})"
         )
     if mode not in ("max", "min"):
         raise ConfigError(f"sweep spec: objective.mode must be max or min; got {mode!r}")
