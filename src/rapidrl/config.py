@@ -239,6 +239,10 @@ def load_config_file(cls: type[T], path: str | os.PathLike, base: T) -> T:
             f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(parts)} for "
             f"{cls.__name__}; the fields are the --help flags, - or _ alike"
         )
+    if isinstance(data.get("env_kwargs"), Mapping):  # the SB3 zoo's form: {key: value}
+        import json
+
+        data["env_kwargs"] = [f"{k}={json.dumps(v)}" for k, v in data["env_kwargs"].items()]
     merged = config_to_dict(base)
     merged.update({k: v for k, v in data.items() if k not in RUN_LOCATION_FIELDS})
     try:
@@ -327,9 +331,9 @@ class TrainerConfig:
     Ignored off Atari."""
     env_kwargs: tuple[str, ...] = ()
     """Other envs (MuJoCo, ...): arguments of the env's constructor, KEY=VALUE each (VALUE read
-    as JSON where it parses: false, 0.1; else a string), as the SB3 zoo's env_kwargs; e.g. Ant-v5
-    include_cfrc_ext_in_observation=false (27 dims, Ant-v4's and EnvPool's observation). Atari:
-    the flags above."""
+    as JSON where it parses: false, 0.1; else a string; a --config file may give a mapping), as
+    the SB3 zoo's env_kwargs; e.g. Ant-v5 include_cfrc_ext_in_observation=false (27 dims, Ant-v4's
+    and EnvPool's observation). Atari: the flags above."""
 
     # --- envs and learner ---------------------------------------------------------------------
     backend: Backend = "auto"

@@ -113,6 +113,32 @@ def test_yaml_json_toml(tmp_path, name, text):
     assert isinstance(cfg.max_minutes, float) and isinstance(cfg.lr, float)
 
 
+def test_env_kwargs_as_the_zoos_mapping_or_as_the_flags_items(tmp_path):
+    """``env_kwargs`` in a file: a mapping (the SB3 zoo's form) or KEY=VALUE items; both give
+    the flag's items, whose values read back as written."""
+    from rapidrl.config import parse_env_kwargs
+
+    mapping = tmp_path / "zoo.yaml"
+    mapping.write_text(
+        "env: Ant-v5\nenv_kwargs: {include_cfrc_ext_in_observation: false, "
+        "reset_noise_scale: 0.2, xml_file: ./ant.xml}\n"
+    )
+    items = tmp_path / "items.yaml"
+    items.write_text("env: Ant-v5\nenv_kwargs: [include_cfrc_ext_in_observation=false]\n")
+    cfg = _ppo(["--preset", "mujoco", "--config", str(mapping)])
+    assert parse_env_kwargs(cfg.env_kwargs) == {
+        "include_cfrc_ext_in_observation": False,
+        "reset_noise_scale": 0.2,
+        "xml_file": "./ant.xml",
+    }
+    assert _ppo(["--preset", "mujoco", "--config", str(items)]).env_kwargs == (
+        "include_cfrc_ext_in_observation=false",
+    )
+    # The flag over the file, as every field.
+    flagged = _ppo(["--preset", "mujoco", "--config", str(mapping), "--env-kwargs", "a=1"])
+    assert flagged.env_kwargs == ("a=1",)
+
+
 def _write(tmp_path: Path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(text)
