@@ -161,11 +161,15 @@ def test_summary_median_counts_unsolved_seeds_as_over_budget():
     assert s["frames_to_solve"]["median"] == 4e6
 
 
+def _result(*runs, budget: float = 32) -> dict:
+    """What bench_solve hands format_table, for canned run records."""
+    cfg = {"algo": "pqn", "preset": "fast", "env": "pong", "max_minutes": budget}
+    return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
+            "summary": summarize(list(runs), budget)}  # fmt: skip
+
+
 def test_table_says_over_budget_only_for_seeds_that_ran_the_whole_budget():
-    def result(*runs):
-        cfg = {"algo": "pqn", "preset": "fast", "env": "pong", "max_minutes": 32}
-        return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
-                "summary": summarize(list(runs), 32)}  # fmt: skip
+    result = _result
 
     solved = {"seed": 1, "solved": True, "minutes_to_solve": 25.0, "frames_to_solve": 7e6}
     timed_out = {"seed": 2, "solved": False, "stop_reason": "max_minutes", "minutes": 32.02}
@@ -179,10 +183,7 @@ def test_table_says_over_budget_only_for_seeds_that_ran_the_whole_budget():
 
 
 def test_table_has_a_final_eval_column_only_when_a_run_has_one():
-    def result(*runs):
-        cfg = {"algo": "ppo", "preset": "lean", "env": "pong", "max_minutes": 30}
-        return {"config": cfg, "cpu": "cpu", "argv": ["rapidrl"], "runs": list(runs),
-                "summary": summarize(list(runs), 30)}  # fmt: skip
+    result = _result
 
     plain = {"seed": 1, "solved": True, "minutes_to_solve": 5.0, "frames_to_solve": 2e6}
     assert "final eval" not in format_table(result(plain))
@@ -192,7 +193,7 @@ def test_table_has_a_final_eval_column_only_when_a_run_has_one():
         {**plain, "seed": 3},  # its eval failed: the run stands, its cell says so
         {"seed": 4, "failed": "exit code 2"},
     ]
-    assert summarize(runs, 30)["eval_mean"] == {"median": 19.75, "min": 19.0, "max": 20.5}
+    assert summarize(runs, 32)["eval_mean"] == {"median": 19.75, "min": 19.0, "max": 20.5}
     table = format_table(result(*runs))
     lines = table.splitlines()
     assert lines[2].endswith("| final eval (greedy) |")
