@@ -361,7 +361,7 @@ class TrainerConfig:
     eval_episodes: int = 0
     """At the end of a run that stops on its own (not Ctrl-C), play this many full episodes of
     the final policy, greedy (the SB3 zoo's protocol; `rapidrl eval`'s): eval.json, and
-    eval_mean / eval_std in summary.json. 0: none."""
+    eval_mean / eval_std in summary.json (and W&B's, with --track wandb). 0: none."""
     run_dir: str | None = None
     """Run directory (default runs/<algo>-<env>-<time>)."""
     resume: str | None = None

@@ -124,6 +124,37 @@ def test_a_tracked_run_sends_config_rows_summary_and_curve(tmp_path, monkeypatch
     assert len(ids) == 2 and ids[0] == ids[1]
 
 
+def test_the_final_eval_reaches_the_wandb_runs_summary(tmp_path, monkeypatch, no_login):
+    """--eval-episodes plays after the W&B run ended with the training: the same W&B run is
+    opened again, its summary gets the eval's numbers, and it ends; no row is sent twice."""
+    calls = []
+    monkeypatch.setitem(sys.modules, "wandb", _fake_wandb(calls))
+    run = tmp_path / "run"
+    summary = train(dataclasses.replace(CARTPOLE, run_dir=str(run), track="wandb", eval_episodes=2))
+    ids = _ids(calls)
+    assert len(ids) == 2 and ids[0] == ids[1]  # the training's W&B run, opened again
+    finishes = [data for kind, data, _ in calls if kind == "finish"]
+    assert len(finishes) == 2 and "eval_mean" not in finishes[0]
+    assert finishes[1] == {
+        "eval_mean": summary["eval_mean"],
+        "eval_std": summary["eval_std"],
+        "eval_episodes": 2.0,
+    }
+    _, rows = read_metrics(run / "metrics.csv")
+    assert _steps(calls) == [int(r["frames"]) for r in rows]  # each row once
+    # A W&B that fails then is a warning: the run, its summary and eval.json stand.
+    calls.clear()
+    broken = _fake_wandb(calls, unreachable={"offline"})
+    monkeypatch.setitem(sys.modules, "wandb", broken)
+    from rapidrl.algos.eval import final_eval
+
+    cfg = dataclasses.replace(CARTPOLE, run_dir=str(run), track="wandb", eval_episodes=2)
+    with pytest.warns(UserWarning, match="W&B did not get the final eval"):
+        again = final_eval({**summary, "stop_reason": "max_frames"}, cfg)
+    assert again["eval_mean"] == summary["eval_mean"]
+    assert json.loads((run / "summary.json").read_text())["eval_mean"] == summary["eval_mean"]
+
+
 # --------------------------------------------------------------------------------------------
 # Issue 47.3: after a crash and --resume, W&B holds metrics.csv's rows, each once
 # --------------------------------------------------------------------------------------------

@@ -352,6 +352,7 @@ def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
     fails is a warning, and the summary is returned as it was: the trained run is whole."""
     from rapidrl.train.lock import RunLock
     from rapidrl.train.run import RunDir
+    from rapidrl.train.track import send_after_end
 
     episodes = cfg.eval_episodes  # every trainer config has it (TrainerConfig)
     if not episodes or summary.get("stop_reason") in ("interrupted", "callback"):
@@ -371,15 +372,19 @@ def final_eval(summary: dict[str, Any], cfg: Any) -> dict[str, Any]:
                 stacklevel=2,
             )
             return summary
-        summary = {
-            **summary,
-            "eval_mean": r["mean"],
-            "eval_std": r["std"],
-            "eval_episodes": episodes,
-        }
+        scores = {"eval_mean": r["mean"], "eval_std": r["std"], "eval_episodes": episodes}
+        summary = {**summary, **scores}
         atomic_write_text(
             RunDir(run_dir).summary_json, json.dumps(summary, indent=2) + "\n", "the run summary"
         )
+        try:  # --track wandb: the W&B run ended with the training; its summary gets these too
+            send_after_end(cfg, run_dir, scores)
+        except Exception as exc:  # noqa: BLE001 - summary.json and eval.json hold the scores
+            warnings.warn(
+                f"W&B did not get the final eval ({type(exc).__name__}: {exc}); "
+                f"{RunDir(run_dir).summary_json} and {run_dir / EVAL_JSON} hold it",
+                stacklevel=2,
+            )
     print(
         f"eval: mean score {r['mean']:.2f} +- {r['std']:.2f} over {episodes} episodes of the "
         f"final policy, greedy ({r['seconds']:.0f} s); {run_dir / EVAL_JSON}",

@@ -51,6 +51,7 @@ __all__ = [
     "check_tracker",
     "last_logged_step",
     "make_tracker",
+    "send_after_end",
     "wandb_run_id",
 ]
 
@@ -344,6 +345,17 @@ class WandbTracker:
         self._pending = []
         if run is not None:
             run.finish(exit_code=1)
+
+
+def send_after_end(cfg: Any, run_dir: str | os.PathLike, values: Mapping[str, Any]) -> None:
+    """Numbers a run gets after it ended (its final eval, ``--eval-episodes``) into its W&B
+    run's summary: the W&B run opened again by the run dir's id, as a resume opens it (offline:
+    one more segment under ``RUN_DIR/wandb/``, which ``wandb sync`` adds to the run), the
+    summary updated, the run ended. Nothing without ``--track wandb``."""
+    if getattr(cfg, "track", "none") != "wandb":
+        return
+    # resume_frames: the kept id; no metrics_csv: every row went at the run's own end.
+    WandbTracker(cfg, run_dir, resume_frames=0).finish(summary=values)
 
 
 def make_tracker(
