@@ -112,15 +112,14 @@ def env_options(cfg: Any, is_atari: bool) -> dict[str, Any]:
     ``clip_rewards``, ``noop_max``, ``sticky_actions``, ``obs_size``, ``fire_reset``,
     ``full_action_space``, ``max_episode_frames`` and ``frame_stack`` fields; elsewhere its
     ``env_kwargs`` (the env constructor's arguments; ``ConfigError`` on Atari)."""
-    env_kwargs = parse_env_kwargs(getattr(cfg, "env_kwargs", ()))
-    if env_kwargs and is_atari:
+    if not is_atari:
+        return parse_env_kwargs(cfg.env_kwargs)
+    if cfg.env_kwargs:
         raise ConfigError(
             f"--env-kwargs {' '.join(cfg.env_kwargs)}: Atari envs take rapidrl's Atari flags "
-            "(--sticky-actions, --obs-size, ...; --help lists them), not "
-            "constructor arguments; drop --env-kwargs"
+            "(--sticky-actions, --obs-size, ...; --help lists them), not constructor arguments; "
+            "drop --env-kwargs"
         )
-    if not is_atari:
-        return env_kwargs
     return atari_env_options(
         is_atari,
         episodic_life=cfg.episodic_life,
